@@ -1,0 +1,3 @@
+//! Example service (placeholder until written).
+
+fn main() {}

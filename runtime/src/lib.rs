@@ -1,0 +1,1 @@
+//! `staleguard`: the runtime behind `#[staleguard::fenced]` and `#[staleguard::idempotent]`.

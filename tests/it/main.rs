@@ -1,0 +1,1 @@
+//! The one integration-test binary: fixtures, CLI, regressions and conventions.
