@@ -1,0 +1,1 @@
+//! Arguments of `#[fenced(..)]` (placeholder until the fenced macro lands).

@@ -1,0 +1,1 @@
+//! Arguments of `#[idempotent(..)]` (placeholder until the idempotent macro lands).

@@ -1,0 +1,1 @@
+//! The idempotency state machine and its stores (placeholder until it lands).
