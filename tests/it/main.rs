@@ -1,1 +1,4 @@
 //! The one integration-test binary: fixtures, CLI, regressions and conventions.
+
+mod cli;
+mod fixtures;

@@ -1,0 +1,1 @@
+//! End-to-end tests of the `cargo-staleguard` binary (placeholder until the CLI lands).
