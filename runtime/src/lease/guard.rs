@@ -61,6 +61,16 @@ impl<S: LeaseStore> LeaseGuard<S> {
     pub async fn release(self) -> Result<(), LeaseError> {
         self.store.release(&self.lease).await
     }
+
+    /// Releases the lease after the guarded work is done; a failure is logged (`tracing`, at
+    /// debug level) instead of returned, because the work's outcome no longer depends on it: a
+    /// lease that expired mid-work was already taken over, and the fence kept its writes out.
+    pub async fn release_after_work(self) {
+        let resource = self.lease.resource().to_string();
+        if let Err(err) = self.release().await {
+            tracing::debug!(%resource, %err, "staleguard: lease not released after the work");
+        }
+    }
 }
 
 /// A process-wide unique lease owner name: `<pid>-<start nanos>-<counter>`.
