@@ -57,6 +57,7 @@ pub struct FencedArgs {
 
 /// What `#[fenced]` holds while the handler runs.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per attribute, built once: size does not matter
 pub enum Guard {
     /// A lease from a `LeaseStore`: it expires, and each holder gets a larger fencing token.
     Lease(LeaseArgs),

@@ -198,12 +198,12 @@ macro_rules! sql_paused_worker {
 
             /// `#[fenced]` with the token bound and the write done by the body.
             #[staleguard::fenced(
-                        lease = self.leases, resource = "report:1", ttl = TTL,
-                        state = current, reread = self.stored().await,
-                        verify = current != "final",
-                        stale = Ok(Wrote::Stale),
-                        token = token,
-                    )]
+                                        lease = self.leases, resource = "report:1", ttl = TTL,
+                                        state = current, reread = self.stored().await,
+                                        verify = current != "final",
+                                        stale = Ok(Wrote::Stale),
+                                        token = token,
+                                    )]
             async fn write_by_token(&self, value: &str) -> Result<Wrote, AppError> {
                 self.pause_here().await;
                 let mut tx = self.db.begin().await?;
@@ -228,12 +228,12 @@ macro_rules! sql_paused_worker {
             /// `#[fenced]` with `begin`: A pauses before its transaction starts, so the fence
             /// check (the transaction's first statement) rejects it and it returns `stale`.
             #[staleguard::fenced(
-                        lease = self.leases, resource = "report:1", ttl = TTL,
-                        begin = self.begin_after_pause(), tx = tx,
-                        state = current, reread = Self::body(&mut tx).await?,
-                        verify = current != "final",
-                        stale = Ok(Wrote::Stale),
-                    )]
+                                        lease = self.leases, resource = "report:1", ttl = TTL,
+                                        begin = self.begin_after_pause(), tx = tx,
+                                        state = current, reread = Self::body(&mut tx).await?,
+                                        verify = current != "final",
+                                        stale = Ok(Wrote::Stale),
+                                    )]
             async fn write_in_transaction(&self, value: &str) -> Result<Wrote, AppError> {
                 sqlx::query("UPDATE reports SET body = $1 WHERE id = 1")
                     .bind(value)

@@ -397,7 +397,7 @@ async fn jitter(rng: u64) {
     for _ in 0..rng % 16 {
         tokio::task::yield_now().await;
     }
-    if rng % 5 == 0 {
+    if rng.is_multiple_of(5) {
         tokio::time::sleep(Duration::from_micros(rng % 700)).await;
     }
 }

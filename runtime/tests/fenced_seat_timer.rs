@@ -79,24 +79,24 @@ macro_rules! seat_service {
 
         impl Seats for $service {
             #[staleguard::fenced(
-                        lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
-                        begin = self.db.begin(), tx = tx,
-                        state = holder, reread = Self::load(&mut tx, seat).await?,
-                        verify = holder.is_none(),
-                        stale = Ok(Outcome::Stale),
-                    )]
+                                lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
+                                begin = self.db.begin(), tx = tx,
+                                state = holder, reread = Self::load(&mut tx, seat).await?,
+                                verify = holder.is_none(),
+                                stale = Ok(Outcome::Stale),
+                            )]
             async fn reserve(&self, seat: i64, reservation: i64) -> Result<Outcome, AppError> {
                 Self::set(&mut tx, seat, Some(reservation)).await?;
                 Ok(Outcome::Done)
             }
 
             #[staleguard::fenced(
-                        lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
-                        begin = self.db.begin(), tx = tx,
-                        state = holder, reread = Self::load(&mut tx, seat).await?,
-                        verify = holder == Some(reservation),
-                        stale = Ok(Outcome::Stale),
-                    )]
+                                lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
+                                begin = self.db.begin(), tx = tx,
+                                state = holder, reread = Self::load(&mut tx, seat).await?,
+                                verify = holder == Some(reservation),
+                                stale = Ok(Outcome::Stale),
+                            )]
             async fn end(&self, seat: i64, reservation: i64) -> Result<Outcome, AppError> {
                 Self::set(&mut tx, seat, None).await?;
                 Ok(Outcome::Done)
@@ -104,12 +104,12 @@ macro_rules! seat_service {
 
             /// The ten-minute timer: it carries the reservation it was scheduled for.
             #[staleguard::fenced(
-                        lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
-                        begin = self.db.begin(), tx = tx,
-                        state = holder, reread = Self::load(&mut tx, seat).await?,
-                        verify = holder == Some(reservation),
-                        stale = Ok(Outcome::Stale),
-                    )]
+                                lease = self.leases, resource = format!("seat:{seat}"), ttl = TTL,
+                                begin = self.db.begin(), tx = tx,
+                                state = holder, reread = Self::load(&mut tx, seat).await?,
+                                verify = holder == Some(reservation),
+                                stale = Ok(Outcome::Stale),
+                            )]
             async fn release_timer_fired(
                 &self,
                 seat: i64,

@@ -175,30 +175,24 @@ impl LeaseStore for SqliteLeaseStore {
 }
 
 impl FenceCheck for SqliteConnection {
-    fn check_fence<'a>(
-        &'a mut self,
-        resource: &'a str,
-        token: FencingToken,
-    ) -> impl Future<Output = Result<(), FenceError>> + Send + 'a {
-        async move {
-            let done = sqlx::query(FENCE)
-                .bind(resource)
-                .bind(token_param(token))
-                .execute(&mut *self)
-                .await?;
-            if done.rows_affected() > 0 {
-                return Ok(());
-            }
-            let current: Option<i64> = sqlx::query_scalar(FENCE_CURRENT)
-                .bind(resource)
-                .fetch_optional(&mut *self)
-                .await?;
-            Err(FenceError::Fenced(Fenced {
-                resource: resource.to_string(),
-                token,
-                current: current.map(token_from),
-            }))
+    async fn check_fence(&mut self, resource: &str, token: FencingToken) -> Result<(), FenceError> {
+        let done = sqlx::query(FENCE)
+            .bind(resource)
+            .bind(token_param(token))
+            .execute(&mut *self)
+            .await?;
+        if done.rows_affected() > 0 {
+            return Ok(());
         }
+        let current: Option<i64> = sqlx::query_scalar(FENCE_CURRENT)
+            .bind(resource)
+            .fetch_optional(&mut *self)
+            .await?;
+        Err(FenceError::Fenced(Fenced {
+            resource: resource.to_string(),
+            token,
+            current: current.map(token_from),
+        }))
     }
 }
 
