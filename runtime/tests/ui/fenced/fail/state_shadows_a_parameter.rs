@@ -1,0 +1,21 @@
+use std::sync::Mutex;
+
+struct Seats {
+    lock: tokio::sync::Mutex<()>,
+    holder: Mutex<Option<u64>>,
+}
+
+impl Seats {
+    #[staleguard::fenced(
+        lock = self.lock,
+        state = holder, reread = *self.holder.lock().unwrap(),
+        verify = holder.is_some(),
+        stale = false,
+    )]
+    async fn release(&self, holder: Option<u64>) -> bool {
+        *self.holder.lock().unwrap() = None;
+        true
+    }
+}
+
+fn main() {}
