@@ -114,6 +114,8 @@ pub struct Bind {
     pub sql: Option<SqlInfo>,
     /// A struct literal in the init.
     pub lit: Option<StructLit>,
+    /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
+    pub closure: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +170,8 @@ pub struct Arg {
     pub lit: Option<StructLit>,
     /// `&mut *x`, `&mut x`, `x.as_mut()`.
     pub mut_borrow: bool,
+    /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
+    pub ev: Option<u32>,
 }
 
 /// `Type { field, other: .. }` with the field names (shorthand and explicit).

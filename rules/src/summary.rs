@@ -47,7 +47,7 @@ impl Summary {
 fn exported(kind: K, body: &Body) -> bool {
     let ret = body.ret.join(" ").to_ascii_lowercase();
     match kind {
-        K::Remote | K::Read | K::Write | K::Claim => true,
+        K::Remote | K::Read | K::Write | K::Claim | K::Sleep => true,
         K::Lock => ["guard", "lock", "lease", "permit"]
             .iter()
             .any(|w| ret.contains(w)),

@@ -268,9 +268,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
                 | Class::Trait(_)
         )
     {
-        let table = call.recv.last().map(|t| table_of(t));
-        let mut e =
-            Eff::new(K::Write, format!("runs `{head}` on an active model")).with_table(table);
+        let mut e = Eff::new(K::Write, format!("runs `{head}` on an active model"));
         e.delete = head == "delete";
         return Some(e);
     }

@@ -7,7 +7,7 @@ fn words(name: &str) -> impl Iterator<Item = String> + '_ {
     let mut cur = String::new();
     let mut prev_lower = false;
     for c in name.chars() {
-        if c == '_' || c == '.' || c == ':' || c == '-' || c == ' ' {
+        if !c.is_alphanumeric() {
             if !cur.is_empty() {
                 out.push(std::mem::take(&mut cur));
             }
@@ -56,6 +56,18 @@ const OP_WORDS: &[&str] = &[
     "incarnation",
     "execution",
     "correlation",
+    "session",
+    "rental",
+    "trial",
+    "grant",
+    "period",
+    "cycle",
+    "assignment",
+    "checkout",
+    "job",
+    "instance",
+    "shift",
+    "cas",
 ];
 
 /// Names an operation identity: reservation / attempt / generation / version / lease / token /

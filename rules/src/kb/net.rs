@@ -8,7 +8,19 @@ use crate::ir::Call;
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
-    if *recv == Class::Channel || !call.awaited() {
+    if *recv == Class::Channel {
+        return None;
+    }
+    // Blocking clients (`reqwest::blocking`) have type evidence instead of an `.await`.
+    if !call.awaited() {
+        if *recv == Class::Http
+            && call
+                .steps
+                .iter()
+                .any(|s| s.name == "send" && s.args.is_empty())
+        {
+            return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        }
         return None;
     }
     let func = call.func.join("::");

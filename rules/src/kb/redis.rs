@@ -56,7 +56,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         let names: Vec<&str> = cmds.iter().map(|(c, _)| c.as_str()).collect();
         let eff = if names
             .iter()
-            .any(|c| matches!(*c, "EVAL" | "EVALSHA" | "SETNX" | "GETDEL" | "HSETNX"))
+            .any(|c| matches!(*c, "EVAL" | "EVALSHA" | "SETNX" | "HSETNX"))
             || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
             || (atomic && names.len() > 1)
         {
@@ -65,6 +65,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
             matches!(
                 *c,
                 "DEL"
+                    | "GETDEL"
                     | "UNLINK"
                     | "HDEL"
                     | "SET"
@@ -95,7 +96,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         let mut e = Eff::new(eff, format!("runs redis `{}`", names.join(" ")));
         e.delete = names
             .iter()
-            .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL"));
+            .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
         e.token = token;
         e.table = key;
         if eff == K::Claim && names.iter().any(|c| c.contains("LOCK")) {
@@ -120,14 +121,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         return None;
     }
     let kind = match name {
-        "set_nx" | "hset_nx" | "get_del" | "getdel" | "set_options"
-            if name != "set_options" || has_nx(step) =>
-        {
-            K::Claim
-        }
-        "del" | "unlink" | "hdel" | "set" | "set_ex" | "pset_ex" | "hset" | "hset_multiple"
-        | "incr" | "decr" | "expire" | "sadd" | "srem" | "zadd" | "lpush" | "rpush" | "mset"
-        | "set_options" => K::Write,
+        "set_nx" | "hset_nx" | "set_options" if name != "set_options" || has_nx(step) => K::Claim,
+        "del" | "unlink" | "hdel" | "get_del" | "getdel" | "set" | "set_ex" | "pset_ex"
+        | "hset" | "hset_multiple" | "incr" | "decr" | "expire" | "sadd" | "srem" | "zadd"
+        | "lpush" | "rpush" | "mset" | "set_options" => K::Write,
         "get" | "exists" | "hget" | "hgetall" | "mget" | "sismember" | "ttl" | "hexists" => K::Read,
         _ => return None,
     };
@@ -147,7 +144,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         }
     }
     let mut e = Eff::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
-    e.delete = matches!(name, "del" | "unlink" | "hdel");
+    e.delete = matches!(name, "del" | "unlink" | "hdel" | "get_del" | "getdel");
     e.table = key_of(cx, call, 0);
     e.token = e.table.as_deref().is_some_and(is_token_name);
     if kind == K::Claim

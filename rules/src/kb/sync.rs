@@ -149,6 +149,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
                 },
             );
             cx.fill_payload(call, &mut e);
+            if delay_queue {
+                e.table = Some(call.recv.join("."));
+            }
             return Some(e);
         }
     }

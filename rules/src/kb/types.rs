@@ -81,6 +81,9 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
         .collect();
     let rest_has = |w: &str| rest_lower.iter().any(|s| s.contains(w));
 
+    if lower.contains("delayqueue") || rest_has("delayqueue") {
+        return Class::DelayQueue;
+    }
     if lower.contains("mutex") {
         return Class::Mutex;
     }

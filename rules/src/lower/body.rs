@@ -83,6 +83,9 @@ impl Lw<'_, '_> {
                     let sql = strs.iter().find_map(|s| sql::classify(s));
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);
+                    let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
+                        && matches!(self.ev.get(start).map(|e| &e.kind), Some(Ev::Enter(_))))
+                    .then_some(start as u32);
                     if let Some((_, diverge)) = &init.diverge {
                         self.push(
                             sp,
@@ -105,6 +108,7 @@ impl Lw<'_, '_> {
                             strs,
                             sql,
                             lit,
+                            closure,
                         })),
                     );
                 } else {
@@ -118,6 +122,7 @@ impl Lw<'_, '_> {
                             strs: Vec::new(),
                             sql: None,
                             lit: None,
+                            closure: None,
                         })),
                     );
                 }
@@ -188,6 +193,7 @@ impl Lw<'_, '_> {
                             strs: Vec::new(),
                             sql: None,
                             lit: None,
+                            closure: None,
                         })),
                     );
                 }
@@ -237,6 +243,7 @@ impl Lw<'_, '_> {
                                 strs: Vec::new(),
                                 sql: None,
                                 lit: None,
+                                closure: None,
                             })),
                         );
                     }
@@ -296,6 +303,7 @@ impl Lw<'_, '_> {
                             strs: Vec::new(),
                             sql: None,
                             lit: None,
+                            closure: None,
                         })),
                     );
                 }
@@ -322,6 +330,7 @@ impl Lw<'_, '_> {
                         strs: Vec::new(),
                         sql: None,
                         lit: None,
+                        closure: None,
                     })),
                 );
                 self.block(&f.body);
@@ -330,7 +339,7 @@ impl Lw<'_, '_> {
             Expr::Closure(c) => {
                 let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
                 self.push(sp, Ev::Enter(Region::Closure { call: None }));
-                self.closure_body(c);
+                self.closure_body(c, Vec::new());
                 self.push(sp, Ev::Leave);
             }
             Expr::Async(a) => {
@@ -377,8 +386,27 @@ impl Lw<'_, '_> {
                         );
                     }
                 } else {
+                    let start = self.ev.len();
                     self.expr(&b.left);
                     self.expr(&b.right);
+                    if matches!(
+                        b.op,
+                        BinOp::Eq(_)
+                            | BinOp::Ne(_)
+                            | BinOp::Lt(_)
+                            | BinOp::Le(_)
+                            | BinOp::Gt(_)
+                            | BinOp::Ge(_)
+                    ) {
+                        // A comparison anywhere (`Ok(changed == 1)`, a filter predicate) tests
+                        // its operands.
+                        let calls = self.calls_since(start);
+                        let mut deps = Vec::new();
+                        paths(&b.left, &mut deps, 0);
+                        paths(&b.right, &mut deps, 0);
+                        let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
+                        self.push(sp, Ev::Cond { deps, calls });
+                    }
                 }
             }
             Expr::Return(r) => {
@@ -450,7 +478,7 @@ impl Lw<'_, '_> {
         None
     }
 
-    fn closure_body(&mut self, c: &syn::ExprClosure) {
+    fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<String>) {
         let mut names = Vec::new();
         for p in &c.inputs {
             pat_names(p, &mut names);
@@ -462,11 +490,12 @@ impl Lw<'_, '_> {
                 Ev::Bind(Box::new(Bind {
                     names,
                     ty: None,
-                    deps: Vec::new(),
+                    deps: from,
                     calls: Vec::new(),
                     strs: Vec::new(),
                     sql: None,
                     lit: None,
+                    closure: None,
                 })),
             );
         }
@@ -620,11 +649,13 @@ impl Lw<'_, '_> {
             (call.func.len() == 1 && call.func[0] == "drop" && call.steps[0].args.len() == 1)
                 .then(|| call.steps[0].args[0].paths.first().cloned())
                 .flatten();
+        // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
+        let recv_root: Vec<String> = call.recv.first().cloned().into_iter().collect();
         let idx = self.push(sp, Ev::Call(Box::new(call)));
         for d in deferred {
             self.push(sp, Ev::Enter(Region::Closure { call: Some(idx) }));
             match d {
-                Expr::Closure(c) => self.closure_body(c),
+                Expr::Closure(c) => self.closure_body(c, recv_root.clone()),
                 Expr::Async(a) => self.block(&a.block),
                 other => {
                     self.expr(other);
@@ -645,11 +676,11 @@ impl Lw<'_, '_> {
     ) -> Vec<Arg> {
         let mut out = Vec::new();
         for a in it {
-            let arg = arg_info(a);
+            let mut arg = arg_info(a);
             if arg.closure {
                 deferred.push(a);
             } else {
-                self.expr(a);
+                arg.ev = self.expr(a);
             }
             out.push(arg);
         }
@@ -667,8 +698,12 @@ impl Lw<'_, '_> {
         match name.as_str() {
             "select" => {
                 for (pat, fut, body) in macros::select_branches(&m.tokens) {
-                    if let Some(f) = &fut {
-                        self.expr(f);
+                    let mut fut_call = Vec::new();
+                    if let Some(f) = &fut
+                        && let Some(idx) = self.expr(f)
+                    {
+                        self.mark_awaited(idx);
+                        fut_call.push(idx);
                     }
                     self.push(
                         sp,
@@ -686,10 +721,11 @@ impl Lw<'_, '_> {
                                     names,
                                     ty: None,
                                     deps: Vec::new(),
-                                    calls: Vec::new(),
+                                    calls: fut_call,
                                     strs: Vec::new(),
                                     sql: None,
                                     lit: None,
+                                    closure: None,
                                 })),
                             );
                         }
@@ -729,6 +765,13 @@ impl Lw<'_, '_> {
                 });
                 return self.chain(&e);
             }
+            "join" | "try_join" => {
+                for a in macros::parse_args(&m.tokens) {
+                    if let Some(idx) = self.expr(&a) {
+                        self.mark_awaited(idx);
+                    }
+                }
+            }
             _ => {
                 if macros::is_format_like(&name) || macros::is_lowered_macro(&name) {
                     for a in macros::parse_args(&m.tokens) {
@@ -738,6 +781,17 @@ impl Lw<'_, '_> {
             }
         }
         None
+    }
+
+    /// A future driven by `select!` / `join!` is awaited by the macro.
+    fn mark_awaited(&mut self, idx: u32) {
+        if let Some(Event {
+            kind: Ev::Call(c), ..
+        }) = self.ev.get_mut(idx as usize)
+            && let Some(last) = c.steps.last_mut()
+        {
+            last.awaited = true;
+        }
     }
 }
 

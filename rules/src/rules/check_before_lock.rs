@@ -91,7 +91,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(write) = cx.eff(w, K::Write) else {
             continue;
         };
-        if write.token {
+        if write.token && write.delete {
             continue;
         }
         let checked = !query::tests_of(cx.body, w).is_empty();
@@ -144,7 +144,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 let Some(read) = cx.eff(r, K::Read) else {
                     continue;
                 };
-                if read.token || !RuleCx::same_state(read.table.as_deref(), wtable) {
+                if !RuleCx::same_state(read.table.as_deref(), wtable) {
                     continue;
                 }
                 let tests = query::tests_of(cx.body, r);

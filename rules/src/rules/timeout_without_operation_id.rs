@@ -72,13 +72,28 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     for s in 0..n {
         if cx.has(s, K::Spawn) {
             spawned(cx, s, out);
-        } else if cx.has(s, K::Schedule) {
-            scheduled(cx, s, out);
+        } else if let Some(eff) = cx.eff(s, K::Schedule) {
+            scheduled(cx, s, eff, out);
         }
     }
 }
 
-/// The `[start, end)` event range of the closure regions attached to call `s`.
+/// What a delayed task carries.
+struct Payload {
+    /// Field and captured names (last path segments).
+    names: Vec<String>,
+    ty: Option<String>,
+}
+
+/// Where a delayed task's action is.
+enum Action {
+    /// Events `[start, end)` of this body.
+    Region(u32, u32),
+    /// Crate functions (job handlers, spawned helpers, queue consumers).
+    Bodies(Vec<BodyId>),
+}
+
+/// The `[start, end)` event ranges of the closure regions attached to call `s`.
 fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let evs = &cx.body.events;
@@ -86,11 +101,9 @@ fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
     while i < evs.len() {
         match &evs[i].kind {
             Ev::Enter(Region::Closure { call: Some(c) }) if *c == s => {
-                let end = (i + 1..evs.len())
-                    .find(|&j| cx.enter_of[j] == Some(i as u32))
-                    .unwrap_or(evs.len());
-                out.push((i as u32 + 1, end as u32));
-                i = end + 1;
+                let end = region_end(cx, i as u32);
+                out.push((i as u32 + 1, end));
+                i = end as usize + 1;
             }
             _ => break,
         }
@@ -98,138 +111,166 @@ fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
     out
 }
 
-fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
-    for (start, end) in regions(cx, s) {
-        let Some(sleep) = (start..end).find(|&i| cx.has(i, K::Sleep)) else {
-            continue;
-        };
-        let Some(write) = (sleep..end).find(|&i| cx.has(i, K::Write)) else {
-            continue;
-        };
-        // Captured variables: places read in the region whose root is not bound inside it.
-        let mut bound: HashSet<&str> = HashSet::new();
-        let mut used: Vec<&str> = Vec::new();
-        for ev in &cx.body.events[start as usize..end as usize] {
-            match &ev.kind {
-                Ev::Bind(b) => {
-                    used.extend(b.deps.iter().map(String::as_str));
-                    bound.extend(b.names.iter().map(String::as_str));
-                }
-                Ev::Cond { deps, .. } | Ev::Assign { deps, .. } => {
-                    used.extend(deps.iter().map(String::as_str))
-                }
-                Ev::Call(c) => {
-                    if let Some(r) = c.recv.first() {
-                        used.push(r.as_str());
-                    }
-                    for a in c.all_args() {
-                        used.extend(a.paths.iter().map(String::as_str));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let captured: Vec<&str> = used
-            .into_iter()
-            .filter(|p| !bound.contains(root(p)) && root(p) != "self")
-            .collect();
-        let has_res = captured.iter().any(|p| is_resource_id(p));
-        if !has_res {
-            continue;
-        }
-        let ids: Vec<&str> = captured
-            .iter()
-            .copied()
-            .filter(|p| is_operation_identity(p))
-            .collect();
-        let compares = !ids.is_empty() && compares_in(cx, start, end, &ids);
-        if compares {
-            continue;
-        }
-        let mut d = cx.diag(
-            &RULE,
-            s,
-            "delayed task carries the resource id but acts without checking the operation identity"
-                .to_string(),
-        );
-        d.primary_label = Some("timer scheduled here".to_string());
-        d.labels.push(cx.label(sleep, "waits here"));
-        d.labels
-            .push(cx.label(write, "writes state here when it fires"));
-        d.help = Some(help());
-        if ids.is_empty() {
-            let res: Vec<&str> = captured
-                .iter()
-                .copied()
-                .filter(|p| is_resource_id(p))
-                .collect();
-            d.notes.push(format!(
-                "the task captures `{}` but no reservation / attempt / generation / version id",
-                res.join("`, `")
-            ));
-        }
-        if let Some(w) = cx.eff(write, K::Write) {
-            d.notes.extend(cx.chain_notes(w));
-        }
-        out.push(d);
-    }
+fn region_end(cx: &RuleCx<'_>, enter: u32) -> u32 {
+    (enter as usize + 1..cx.body.events.len())
+        .find(|&j| cx.enter_of[j] == Some(enter))
+        .unwrap_or(cx.body.events.len()) as u32
+}
+
+fn last(p: &str) -> &str {
+    p.rsplit('.').next().unwrap_or(p)
 }
 
 fn root(p: &str) -> &str {
     p.split('.').next().unwrap_or(p)
 }
 
-/// Is an identity compared (in a condition, a write's filter, or passed to a write) in the range?
-fn compares_in(cx: &RuleCx<'_>, start: u32, end: u32, ids: &[&str]) -> bool {
-    (start..end).any(|i| match &cx.body.events[i as usize].kind {
-        Ev::Cond { deps, .. } => deps.iter().any(|d| {
-            ids.contains(&d.as_str())
-                || is_operation_identity(d) && ids.iter().any(|x| root(x) == root(d))
-        }),
-        Ev::Call(c) => {
-            let passes = c.all_args().any(|a| {
-                a.paths
-                    .iter()
-                    .any(|p| ids.contains(&p.as_str()) || is_operation_identity(p))
-            });
-            passes
-                && cx
-                    .effs(i)
-                    .iter()
-                    .any(|e| e.kind == K::Write || e.kind == K::Read || e.kind == K::Claim)
-                || cx.effs(i).iter().any(|e| e.ident_guard) && passes
-                || passes && !cx.fx.callees[i as usize].is_empty()
+/// The payload of a closure region: captured locals of the enclosing body (a captured local
+/// holding a struct literal contributes its fields).
+fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
+    let evs = &cx.body.events;
+    let mut outer: Vec<&str> = cx.body.params.iter().map(|(n, _)| n.as_str()).collect();
+    let mut lits: Vec<(&str, &crate::ir::StructLit)> = Vec::new();
+    for ev in &evs[..start as usize] {
+        if let Ev::Bind(b) = &ev.kind {
+            outer.extend(b.names.iter().map(String::as_str));
+            if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
+                lits.push((n.as_str(), l));
+            }
         }
-        _ => false,
-    })
+    }
+    let mut inner: HashSet<&str> = HashSet::new();
+    let mut used: Vec<&str> = Vec::new();
+    for ev in &evs[start as usize..end as usize] {
+        match &ev.kind {
+            Ev::Bind(b) => {
+                used.extend(b.deps.iter().map(String::as_str));
+                inner.extend(b.names.iter().map(String::as_str));
+            }
+            Ev::Cond { deps, .. } | Ev::Assign { deps, .. } => {
+                used.extend(deps.iter().map(String::as_str))
+            }
+            Ev::Call(c) => {
+                if let Some(r) = c.recv.first() {
+                    used.push(r.as_str());
+                }
+                for a in c.all_args() {
+                    used.extend(a.paths.iter().map(String::as_str));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut payload = Payload {
+        names: Vec::new(),
+        ty: None,
+    };
+    for p in used {
+        let r = root(p);
+        if r == "self" || inner.contains(r) || !outer.contains(&r) {
+            continue;
+        }
+        if let Some((_, l)) = lits.iter().rev().find(|(n, _)| *n == r) {
+            payload.ty = Some(l.ty.clone());
+            for f in &l.fields {
+                push(&mut payload.names, f);
+            }
+        }
+        push(&mut payload.names, last(p));
+    }
+    payload
 }
 
-fn scheduled(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
-    let Some(eff) = cx.eff(s, K::Schedule) else {
+fn push(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
+    // `tokio::spawn(async move { .. })`
+    for (start, end) in regions(cx, s) {
+        let payload = captured(cx, start, end);
+        judge(cx, s, &payload, &Action::Region(start, end), true, out);
+    }
+    let Ev::Call(call) = &cx.body.events[s as usize].kind else {
         return;
     };
-    let has_res = eff.payload.iter().any(|p| is_resource_id(p));
-    if !has_res {
-        return;
+    for arg in call.all_args() {
+        let Some(j) = arg.ev else { continue };
+        let Ev::Call(inner) = &cx.body.events[j as usize].kind else {
+            continue;
+        };
+        let callees = &cx.fx.callees[j as usize];
+        if !callees.is_empty() {
+            // `tokio::spawn(worker::release_after(db, ReleaseSeat { .. }, HOLD))`
+            let mut payload = Payload {
+                names: Vec::new(),
+                ty: None,
+            };
+            for a in inner.all_args() {
+                if let Some(l) = &a.lit {
+                    payload.ty = Some(l.ty.clone());
+                    for f in &l.fields {
+                        push(&mut payload.names, f);
+                    }
+                }
+                for p in &a.paths {
+                    push(&mut payload.names, last(p));
+                }
+            }
+            struct_fields(cx, &mut payload);
+            judge(cx, s, &payload, &Action::Bodies(callees.clone()), true, out);
+        } else if let [name] = inner.func.as_slice() {
+            // `let run = move || async move { .. }; tokio::spawn(run());`
+            let bind = cx.body.events[..s as usize]
+                .iter()
+                .rev()
+                .find_map(|e| match &e.kind {
+                    Ev::Bind(b) if b.names.len() == 1 && &b.names[0] == name => Some(b),
+                    _ => None,
+                });
+            if let Some(enter) = bind.and_then(|b| b.closure) {
+                let end = region_end(cx, enter);
+                let payload = captured(cx, enter + 1, end);
+                judge(cx, s, &payload, &Action::Region(enter + 1, end), true, out);
+            }
+        }
     }
-    let ids: Vec<&str> = eff
-        .payload
-        .iter()
-        .map(String::as_str)
-        .filter(|p| is_operation_identity(p))
-        .collect();
-    // The job's handlers: methods on the payload type, or fns taking it.
+}
+
+/// Adds the fields of a payload struct defined in the crate.
+fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
+    if let Some(t) = &payload.ty
+        && let Some(fields) = cx.krate.facts.structs.get(t)
+    {
+        for (f, _) in fields {
+            push(&mut payload.names, f);
+        }
+    }
+}
+
+fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagnostic>) {
+    let mut payload = Payload {
+        names: Vec::new(),
+        ty: eff.payload_ty.clone(),
+    };
+    for p in &eff.payload {
+        push(&mut payload.names, last(p));
+    }
+    struct_fields(cx, &mut payload);
     let mut handlers: Vec<BodyId> = Vec::new();
-    if let Some(t) = &eff.payload_ty {
+    if let Some(t) = &payload.ty {
+        // Job handlers: methods of the payload type, or fns taking it.
         for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
             for (bi, b) in bodies.iter().enumerate() {
-                if b.self_ty.as_deref() == Some(t.as_str())
-                    && b.params.iter().any(|(n, _)| n == "self")
-                    && b.is_async
-                    || b.params.iter().any(|(n, ty)| {
-                        n != "self" && ty.iter().any(|x| x.rsplit("::").next() == Some(t.as_str()))
-                    })
-                {
+                let method = b.self_ty.as_deref() == Some(t.as_str())
+                    && b.params.iter().any(|(n, _)| n == "self");
+                let takes = b
+                    .params
+                    .iter()
+                    .any(|(n, ty)| n != "self" && ty.iter().any(|x| last_seg(x) == t));
+                if method || takes {
                     handlers.push(BodyId {
                         file: fi as u32,
                         body: bi as u32,
@@ -238,75 +279,185 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    let mut writer: Option<BodyId> = None;
-    let mut compared = false;
-    for h in &handlers {
-        let body = cx.krate.body(*h);
-        let fx = &cx.krate.effects[h];
-        let sum = cx.krate.summaries.get(h);
-        let writes = sum.is_some_and(|s| s.has(K::Write));
-        if !writes {
-            continue;
-        }
-        writer.get_or_insert(*h);
-        for (i, ev) in body.events.iter().enumerate() {
-            let hit = match &ev.kind {
-                Ev::Cond { deps, .. } => deps
-                    .iter()
-                    .any(|d| is_operation_identity(d) && ids.iter().any(|x| d.ends_with(x))),
-                Ev::Call(c) => {
-                    c.all_args().any(|a| {
-                        a.paths
-                            .iter()
-                            .any(|p| is_operation_identity(p) && ids.iter().any(|x| p.ends_with(x)))
-                    }) || fx.effs[i].iter().any(|e| e.ident_guard)
+    if handlers.is_empty()
+        && let Some(queue) = &eff.table
+    {
+        // A `DelayQueue` consumer: a fn of the same type (or this fn) polling the same queue.
+        let parts: Vec<&str> = queue.split('.').collect();
+        for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
+            for (bi, b) in bodies.iter().enumerate() {
+                let same_owner = if parts.first() == Some(&"self") {
+                    b.self_ty == cx.body.self_ty
+                } else {
+                    fi as u32 == cx.id.file && bi as u32 == cx.id.body
+                };
+                if !same_owner {
+                    continue;
                 }
-                _ => false,
-            };
-            if hit && !ids.is_empty() {
-                compared = true;
+                let polls = b.events.iter().any(|e| match &e.kind {
+                    Ev::Call(c) => {
+                        c.recv.iter().map(String::as_str).eq(parts.iter().copied())
+                            && c.steps.iter().any(|st| {
+                                matches!(
+                                    st.name.as_str(),
+                                    "next" | "poll_expired" | "try_next" | "poll_next"
+                                )
+                            })
+                    }
+                    _ => false,
+                });
+                if polls {
+                    handlers.push(BodyId {
+                        file: fi as u32,
+                        body: bi as u32,
+                    });
+                }
             }
         }
     }
-    if handlers.is_empty() || writer.is_none() {
-        // No handler in the crate (or none that writes): the payload alone decides.
-        if !ids.is_empty() || (writer.is_none() && !handlers.is_empty()) {
-            return;
-        }
-    } else if compared {
-        return;
-    }
-    let mut d = cx.diag(
-        &RULE,
-        s,
-        "delayed task carries the resource id but no operation identity".to_string(),
-    );
-    d.primary_label = Some(format!("{} here", eff.what));
-    d.help = Some(help());
-    let res: Vec<&str> = eff
-        .payload
+    judge(cx, s, &payload, &Action::Bodies(handlers), false, out);
+}
+
+fn last_seg(s: &str) -> &str {
+    s.rsplit("::").next().unwrap_or(s)
+}
+
+/// Decides and reports. `needs_sleep`: a spawned task is a timer only if it waits.
+fn judge(
+    cx: &RuleCx<'_>,
+    s: u32,
+    payload: &Payload,
+    action: &Action,
+    needs_sleep: bool,
+    out: &mut Vec<Diagnostic>,
+) {
+    let res: Vec<&str> = payload
+        .names
         .iter()
         .map(String::as_str)
         .filter(|p| is_resource_id(p))
         .collect();
-    match &eff.payload_ty {
-        Some(t) => d.notes.push(format!(
-            "the payload `{t}` carries `{}` but no reservation / attempt / generation / version id",
-            res.join("`, `")
-        )),
-        None => d.notes.push(format!(
-            "the payload carries `{}` but no reservation / attempt / generation / version id",
-            res.join("`, `")
-        )),
+    if res.is_empty() {
+        return;
     }
-    if let Some(w) = writer {
-        let b = cx.krate.body(w);
+    let ids: Vec<&str> = payload
+        .names
+        .iter()
+        .map(String::as_str)
+        .filter(|p| is_operation_identity(p))
+        .collect();
+    let mut labels = Vec::new();
+    let mut notes = Vec::new();
+    match action {
+        Action::Region(start, end) => {
+            let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
+                return;
+            };
+            let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
+                return;
+            };
+            if !ids.is_empty() && region_compares(cx, *start, *end, &ids) {
+                return;
+            }
+            labels.push(cx.label(sleep, "waits here"));
+            labels.push(cx.label(write, "writes state here when it fires"));
+            if let Some(w) = cx.eff(write, K::Write) {
+                notes.extend(cx.chain_notes(w));
+            }
+        }
+        Action::Bodies(bodies) => {
+            let writers: Vec<BodyId> = bodies
+                .iter()
+                .copied()
+                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Write)))
+                .collect();
+            if needs_sleep
+                && !bodies
+                    .iter()
+                    .any(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Sleep)))
+            {
+                return;
+            }
+            if bodies.is_empty() {
+                // No action in the crate: the payload alone decides.
+                if !ids.is_empty() {
+                    return;
+                }
+            } else {
+                if writers.is_empty() {
+                    return;
+                }
+                if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
+                    return;
+                }
+                let b = cx.krate.body(writers[0]);
+                notes.push(format!(
+                    "`{}` runs when it fires and writes state ({}:{})",
+                    b.name, cx.krate.paths[writers[0].file as usize], b.sp.line
+                ));
+            }
+        }
+    }
+    let mut d = cx.diag(
+        &RULE,
+        s,
+        "delayed task carries the resource id but acts without checking the operation identity"
+            .to_string(),
+    );
+    d.primary_label = Some("delayed task scheduled here".to_string());
+    d.labels = labels;
+    let what = match &payload.ty {
+        Some(t) => format!("the payload `{t}` carries"),
+        None => "the task captures".to_string(),
+    };
+    if ids.is_empty() {
         d.notes.push(format!(
-            "`{}` handles it and writes state at {}:{}",
-            b.name, cx.krate.paths[w.file as usize], b.sp.line
+            "{what} `{}` but no reservation / attempt / generation / version id",
+            res.join("`, `")
+        ));
+    } else {
+        d.notes.push(format!(
+            "{what} `{}` but the action never compares it",
+            ids.join("`, `")
         ));
     }
+    d.notes.extend(notes);
+    d.help = Some(help());
     out.push(d);
+}
+
+/// Is one of `ids` compared in events `[start, end)`: tested, or passed to a write or a helper?
+fn region_compares(cx: &RuleCx<'_>, start: u32, end: u32, ids: &[&str]) -> bool {
+    (start..end).any(|i| events_compare(cx.body, cx.fx, i as usize, ids))
+}
+
+fn body_compares(cx: &RuleCx<'_>, id: BodyId, ids: &[&str]) -> bool {
+    let body = cx.krate.body(id);
+    let fx = &cx.krate.effects[&id];
+    (0..body.events.len()).any(|i| events_compare(body, fx, i, ids))
+}
+
+fn events_compare(
+    body: &crate::ir::Body,
+    fx: &crate::kb::BodyEffects,
+    i: usize,
+    ids: &[&str],
+) -> bool {
+    let named = |p: &String| ids.contains(&last(p));
+    match &body.events[i].kind {
+        Ev::Cond { deps, .. } => deps.iter().any(named),
+        Ev::Call(c) => {
+            let passes =
+                c.all_args().any(|a| a.paths.iter().any(named)) || c.recv.iter().any(named);
+            passes
+                && (fx.effs[i]
+                    .iter()
+                    .any(|e| matches!(e.kind, K::Write | K::Read | K::Claim))
+                    || !fx.callees[i].is_empty())
+                || fx.effs[i].iter().any(|e| e.ident_guard)
+        }
+        _ => false,
+    }
 }
 
 fn help() -> String {
