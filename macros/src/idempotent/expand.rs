@@ -122,7 +122,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     let mut function = model.function.clone();
     match syn::parse2(block) {
         Ok(block) => {
-            function.block = Box::new(block);
+            *function.block = block;
             quote!(#function)
         }
         Err(e) => {

@@ -197,18 +197,6 @@ where
     })
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn table_names_are_plain_identifiers() {
-        assert!(super::check_table_name("idempotency_records").is_ok());
-        assert!(super::check_table_name("app.idem_2").is_ok());
-        assert!(super::check_table_name("x; DROP TABLE y").is_err());
-        assert!(super::check_table_name("a.b.c").is_err());
-        assert!(super::check_table_name("").is_err());
-    }
-}
-
 /// Implements [`IdempotencyStore`](super::store::IdempotencyStore) for a sqlx pool type; the
 /// SQLite and PostgreSQL stores differ only in their [`Dialect`].
 macro_rules! sql_store {
@@ -372,3 +360,15 @@ macro_rules! sql_store {
     };
 }
 pub(crate) use sql_store;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn table_names_are_plain_identifiers() {
+        assert!(super::check_table_name("idempotency_records").is_ok());
+        assert!(super::check_table_name("app.idem_2").is_ok());
+        assert!(super::check_table_name("x; DROP TABLE y").is_err());
+        assert!(super::check_table_name("a.b.c").is_err());
+        assert!(super::check_table_name("").is_err());
+    }
+}
