@@ -1,3 +1,5 @@
+//! a lease without `begin` and without `token`: its writes would not be fenced.
+
 use std::time::Duration;
 
 use staleguard::lease::MemoryLeaseStore;

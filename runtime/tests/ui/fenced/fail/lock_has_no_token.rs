@@ -1,3 +1,5 @@
+//! `token` with an in-process `lock`, which has no fencing token.
+
 struct Jobs {
     lock: tokio::sync::Mutex<()>,
 }

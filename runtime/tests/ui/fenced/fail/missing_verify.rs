@@ -1,3 +1,5 @@
+//! `#[fenced]` without `verify`: a required argument is missing.
+
 use std::sync::Mutex;
 
 struct Seats {

@@ -1,3 +1,5 @@
+//! `#[fenced]` on a plain `fn`: the error points at `fn`.
+
 use std::sync::Mutex;
 
 struct Seats {

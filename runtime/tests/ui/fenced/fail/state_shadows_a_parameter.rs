@@ -1,3 +1,5 @@
+//! `state` named like a parameter: the body would see the message's copy instead of the re-read state.
+
 use std::sync::Mutex;
 
 struct Seats {

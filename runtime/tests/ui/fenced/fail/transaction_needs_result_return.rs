@@ -1,3 +1,5 @@
+//! `begin` on a function that does not return a `Result`: commit needs `Ok`/`Err`.
+
 struct Jobs {
     lock: tokio::sync::Mutex<()>,
     db: sqlx::SqlitePool,

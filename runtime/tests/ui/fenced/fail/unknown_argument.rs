@@ -1,3 +1,5 @@
+//! `#[fenced]` with an unknown argument: the error lists the accepted ones.
+
 use std::sync::Mutex;
 
 struct Seats {

@@ -1,3 +1,5 @@
+//! `verify` that is not a `bool`: the type error points at the verify expression.
+
 use std::sync::Mutex;
 
 struct Seats {

@@ -1,3 +1,5 @@
+//! `#[fenced]` on a free function with lifetimes, type parameters and a `where` clause.
+
 use std::fmt::Debug;
 use std::time::Duration;
 

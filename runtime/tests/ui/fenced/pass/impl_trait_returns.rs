@@ -1,3 +1,5 @@
+//! `#[fenced]` on functions returning `impl Trait` and `Result<impl Trait, _>`.
+
 use std::fmt::Display;
 use std::time::Duration;
 

@@ -1,3 +1,5 @@
+//! `#[fenced]` on a `&mut self` method with an `Arc<Mutex>` lock.
+
 use std::sync::Arc;
 
 use tokio::sync::Mutex;

@@ -1,3 +1,5 @@
+//! `#[fenced]` on a `&self` method with a lease and its token.
+
 use std::time::Duration;
 
 use staleguard::fence::FencedCell;
