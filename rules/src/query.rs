@@ -98,10 +98,8 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
                 }
             }
             Ev::Leave => {
-                if let Some((saved, restore)) = stack.pop() {
-                    if restore {
-                        cur = saved;
-                    }
+                if let Some((saved, true)) = stack.pop() {
+                    cur = saved;
                 }
             }
             Ev::Drop { name } => {

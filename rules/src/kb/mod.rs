@@ -203,8 +203,6 @@ impl Cx<'_> {
             self.body.self_ty.clone().map(Class::User)?
         } else if let Some(c) = self.env.get(first) {
             c.clone()
-        } else if parts.len() == 1 {
-            return None;
         } else {
             return None;
         };
@@ -492,7 +490,7 @@ impl Cx<'_> {
     /// The crate bodies a call may run.
     fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
         let fns = &self.facts.fns;
-        if !call.func.is_empty() && call.steps.len() >= 1 {
+        if !call.func.is_empty() && !call.steps.is_empty() {
             let name = call.func_last();
             if name.ends_with('!') {
                 return Vec::new();
@@ -521,8 +519,10 @@ impl Cx<'_> {
                         out.extend(self.facts.methods(self.bodies, tr, &step.name));
                     }
                 }
-                if matches!(recv, Class::Trait(_)) {
-                    if let Some(tys) = self.facts.trait_impls.get(t) {
+                if matches!(recv, Class::Trait(_))
+                    && let Some(tys) = self.facts.trait_impls.get(t)
+                {
+                    {
                         for ty in tys {
                             out.extend(self.facts.methods(self.bodies, ty, &step.name));
                         }

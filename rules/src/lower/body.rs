@@ -964,10 +964,10 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 .last()
                 .map(|s| s.ident.to_string())
                 .unwrap_or_default();
-            if macros::is_format_like(&name) || name == "concat" {
-                if let Some(s) = macros::first_literal(&m.mac.tokens) {
-                    out.push(s);
-                }
+            if (macros::is_format_like(&name) || name == "concat")
+                && let Some(s) = macros::first_literal(&m.mac.tokens)
+            {
+                out.push(s);
             }
         }
         Expr::MethodCall(m) => {
