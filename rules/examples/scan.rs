@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let Ok(ft) = e.file_type() else { continue };
         let p = e.path();
@@ -51,14 +53,21 @@ fn main() {
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (files, next, totals, analyzer) = (files.clone(), next.clone(), totals.clone(), analyzer.clone());
+            let (files, next, totals, analyzer) = (
+                files.clone(),
+                next.clone(),
+                totals.clone(),
+                analyzer.clone(),
+            );
             std::thread::Builder::new()
                 .stack_size(STACK_SIZE)
                 .spawn(move || {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(path) = files.get(i) else { break };
-                        let Ok(bytes) = std::fs::read(path) else { continue };
+                        let Ok(bytes) = std::fs::read(path) else {
+                            continue;
+                        };
                         let name = path.display().to_string();
                         let Ok(text) = String::from_utf8(bytes) else {
                             totals.lock().expect("lock").not_utf8 += 1;

@@ -168,6 +168,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
+        e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
         return Some(e);
     }
@@ -333,6 +334,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
+    e.insert = sql.kind == SqlKind::Insert;
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     let _ = call;
