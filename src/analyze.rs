@@ -96,7 +96,9 @@ pub fn run(
     if let Some(path) = &settings.baseline {
         let mut known = Baseline::load(path)?;
         let before = outcome.findings.len();
-        outcome.findings.retain(|f| !known.take(f));
+        outcome
+            .findings
+            .retain(|f| f.is_bad_input() || !known.take(f));
         outcome.baselined = before - outcome.findings.len();
     }
     outcome.errors = errors;

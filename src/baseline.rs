@@ -110,12 +110,13 @@ impl Baseline {
     }
 }
 
-/// Writes the findings as a baseline file.
+/// Writes the findings as a baseline file (files that did not parse are never recorded).
 pub fn write(path: &Path, findings: &[Finding]) -> Result<(), String> {
     let file = BaselineFile {
         version: 1,
         findings: findings
             .iter()
+            .filter(|f| !f.is_bad_input())
             .map(|f| Entry {
                 rule: f.diag.rule.to_string(),
                 file: f.diag.primary.file.clone(),

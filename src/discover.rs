@@ -133,6 +133,9 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
             files,
         });
     }
+    for e in &mut errors {
+        e.path = relative(Path::new(&e.path), &cwd);
+    }
     Ok((units, errors))
 }
 
@@ -164,7 +167,7 @@ fn workspace(
             other => other.to_string(),
         };
         let message = format!("cannot read the Cargo workspace of {shown}: {detail}");
-        if manifest.is_some() && settings.manifest_path.is_none() {
+        if manifest.is_some() && settings.manifest_path.is_none() && settings.targets.len() > 1 {
             WorkspaceError::Input(InputError {
                 path: shown.clone(),
                 message,
@@ -400,9 +403,24 @@ fn walk_error(err: ignore::Error) -> InputError {
         ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
             walk_error(*err)
         }
-        ignore::Error::Loop { ancestor, child } => InputError {
-            path: child.display().to_string(),
-            message: format!("symlink loop: points back to {}", ancestor.display()),
+        ignore::Error::Loop { ancestor, child } => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let ancestor = relative(&ancestor, &cwd);
+            InputError {
+                path: child.display().to_string(),
+                message: format!(
+                    "symlink loop: points back to `{}`",
+                    if ancestor.is_empty() { "." } else { &ancestor }
+                ),
+            }
+        }
+        ignore::Error::Io(err) => InputError {
+            path: String::new(),
+            message: if err.kind() == std::io::ErrorKind::NotFound {
+                "cannot read: the file (or the symlink's target) does not exist".to_string()
+            } else {
+                format!("cannot read: {}", err.kind())
+            },
         },
         other => InputError {
             path: String::new(),

@@ -85,9 +85,13 @@ fn check(settings: &Settings) -> u8 {
         if let Err(message) = baseline::write(path, &outcome.findings) {
             return tool_error(&message);
         }
+        let recorded = outcome
+            .findings
+            .iter()
+            .filter(|f| !f.is_bad_input())
+            .count();
         eprintln!(
-            "staleguard: recorded {} finding(s) in {}",
-            outcome.findings.len(),
+            "staleguard: recorded {recorded} finding(s) in {}",
             path.display()
         );
         return if trouble { EXIT_TROUBLE } else { EXIT_OK };

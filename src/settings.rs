@@ -67,7 +67,7 @@ fn check(args: CheckArgs) -> Result<Settings, String> {
     let targets = if args.paths.is_empty() {
         vec![Target::Workspace {
             manifest: args.manifest_path.clone(),
-            narrow: false,
+            narrow: args.manifest_path.is_some() && !args.workspace,
         }]
     } else {
         args.paths.iter().map(|p| classify(p)).collect()
