@@ -608,3 +608,17 @@ fn readme_links_every_catalogue_rule() {
         assert!(readme.contains(&link), "README's rule table lacks {link}");
     }
 }
+
+#[test]
+fn deeply_nested_expressions_do_not_crash() {
+    let p = Project::package("demo");
+    let depth = 5000;
+    let body = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+    p.write(
+        "src/lib.rs",
+        &format!("pub fn f() -> i32 {{\n    {body}\n}}\n"),
+    );
+    let run = p.run(&[]);
+    run.code(0);
+    assert!(run.stdout.contains("in 1 file"), "{}", run.stdout);
+}
