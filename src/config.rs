@@ -165,8 +165,8 @@ pub fn parse(path: &Path, text: String, section: Section) -> Result<Option<Confi
     } else {
         problems.sort_by_key(|p| p.span.offset());
         Err(ConfigError {
-            path: path.display().to_string(),
-            src: NamedSource::new(path.display().to_string(), text),
+            path: shown(path),
+            src: NamedSource::new(shown(path), text),
             problems,
         })
     }
@@ -330,6 +330,15 @@ fn wrong_type(key: &str, expected: &str, value: &Spanned<DeValue>) -> ConfigProb
     )
 }
 
+/// The path as the user will recognise it: relative to the current directory when below it.
+fn shown(path: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    path.strip_prefix(&cwd)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 impl ConfigProblem {
     fn new(message: String, help: Option<String>, span: Range<usize>) -> Self {
         ConfigProblem {
@@ -343,8 +352,8 @@ impl ConfigProblem {
 impl ConfigError {
     fn single(path: &Path, text: String, message: String, span: Range<usize>) -> Self {
         ConfigError {
-            path: path.display().to_string(),
-            src: NamedSource::new(path.display().to_string(), text),
+            path: shown(path),
+            src: NamedSource::new(shown(path), text),
             problems: vec![ConfigProblem::new(message, None, span)],
         }
     }
@@ -412,5 +421,84 @@ impl Diagnostic for ConfigError {
             [_] => None,
             many => Some(Box::new(many.iter().map(|p| p as &dyn Diagnostic))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{RuleLevel, Section, parse};
+
+    #[test]
+    fn valid_config_is_read_into_its_type() {
+        let text = r#"
+exclude = ["src/gen/**"]
+[rules]
+check-before-lock = "deny"
+rpc-in-transaction = "allow"
+[knowledge]
+remote-calls = ["PaymentGateway::charge"]
+token-deletes = ["Tokens::remove", "Tokens::take"]
+"#;
+        let config = parse(
+            Path::new("staleguard.toml"),
+            text.to_string(),
+            Section::Root,
+        )
+        .expect("valid")
+        .expect("present");
+        assert_eq!(config.exclude, ["src/gen/**"]);
+        assert_eq!(config.rules["check-before-lock"], RuleLevel::Deny);
+        assert_eq!(config.rules["rpc-in-transaction"], RuleLevel::Allow);
+        assert_eq!(config.knowledge.remote_calls, ["PaymentGateway::charge"]);
+        assert_eq!(
+            config.knowledge.token_deletes,
+            ["Tokens::remove", "Tokens::take"]
+        );
+        assert!(config.knowledge.locks.is_empty());
+    }
+
+    #[test]
+    fn metadata_sections_are_optional() {
+        let manifest = "[package]\nname = \"a\"\n";
+        let none = parse(
+            Path::new("Cargo.toml"),
+            manifest.to_string(),
+            Section::PackageMetadata,
+        )
+        .expect("valid");
+        assert!(none.is_none());
+        let with = format!(
+            "{manifest}\n[package.metadata.staleguard.rules]\ncheck-before-lock = \"warn\"\n"
+        );
+        let config = parse(Path::new("Cargo.toml"), with, Section::PackageMetadata)
+            .expect("valid")
+            .expect("present");
+        assert_eq!(config.rules["check-before-lock"], RuleLevel::Warn);
+        let workspace = parse(
+            Path::new("Cargo.toml"),
+            manifest.to_string(),
+            Section::WorkspaceMetadata,
+        )
+        .expect("valid");
+        assert!(workspace.is_none());
+    }
+
+    #[test]
+    fn every_problem_is_collected() {
+        let text =
+            "[rules]\nnope = \"deny\"\ncheck-before-lock = \"never\"\n[knowledge]\nlocks = [1]\n";
+        let err = parse(
+            Path::new("staleguard.toml"),
+            text.to_string(),
+            Section::Root,
+        )
+        .expect_err("invalid");
+        let messages: Vec<String> = err.problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(messages[0].starts_with("unknown rule `nope`"));
+        assert!(messages[1].starts_with("unknown level `never`"));
+        assert!(messages[2].starts_with("wrong type for `locks`"));
     }
 }
