@@ -1,1 +1,0 @@
-//! The idempotency state machine and its stores (placeholder until it lands).

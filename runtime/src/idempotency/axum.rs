@@ -1,0 +1,79 @@
+//! The axum integration (feature `axum`): the `Idempotency-Key` header extractor and
+//! `IntoResponse` for [`IdempotencyError`] with the draft's status codes (400 missing or invalid
+//! key, 409 in progress with `Retry-After`, 422 key reused with a different payload).
+
+use super::error::IdempotencyError;
+use super::key::{IdempotencyKey, KeySource};
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+
+/// The header's name, lowercase as HTTP/2 sends it.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The validated `Idempotency-Key` request header. Rejects a request without it (400) or with
+/// an invalid one (400). The draft sends the key as a structured-field string (`"abc"`); the
+/// quotes are optional here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKeyHeader(pub IdempotencyKey);
+
+fn read(parts: &Parts) -> Option<Result<IdempotencyKey, IdempotencyError>> {
+    let value = parts.headers.get(&IDEMPOTENCY_KEY)?;
+    let Ok(text) = value.to_str() else {
+        return Some(Err(IdempotencyError::InvalidKey {
+            reason: "the `Idempotency-Key` header is not visible ASCII".to_owned(),
+        }));
+    };
+    let text = text.trim();
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    Some(IdempotencyKey::new(text))
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = IdempotencyError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        read(parts)
+            .unwrap_or(Err(IdempotencyError::MissingKey))
+            .map(IdempotencyKeyHeader)
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = IdempotencyError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
+        read(parts)
+            .transpose()
+            .map(|key| key.map(IdempotencyKeyHeader))
+    }
+}
+
+impl KeySource for IdempotencyKeyHeader {
+    fn key_text(&self) -> Option<Cow<'_, str>> {
+        self.0.key_text()
+    }
+}
+
+impl IntoResponse for IdempotencyError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, self.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

@@ -1,0 +1,438 @@
+//! The engine: claim, decide (run / replay / in progress / mismatch / take over), and complete
+//! by compare-and-set. `#[idempotent]` expands into [`Idempotency::begin`] and
+//! [`Guard::finish`] around the handler's body.
+
+use super::error::IdempotencyError;
+use super::failure::{Classify, FailureKind};
+use super::fingerprint::Fingerprint;
+use super::key::{IdempotencyKey, RecordKey};
+use super::record::{Attempt, ClaimRequest, Outcome, Record, State, Transition};
+use super::store::IdempotencyStore;
+use super::token;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+/// What to do when a duplicate finds a FAILED record (a permanent error) with the same payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedPolicy {
+    /// Replay the stored error: the body does not run again (default).
+    Replay,
+    /// Take the record over (fence + 1) and run the body again.
+    Retry,
+}
+
+/// Engine-wide defaults; `#[idempotent(lease = .., ..)]` overrides them per handler.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long a claim is exclusive before another request may take it over (default 30 s).
+    pub lease: Duration,
+    /// How long SUCCESS and FAILED records are kept and replayed (default 24 h).
+    pub retention: Duration,
+    /// When set, a duplicate in flight waits up to this long for the first request's outcome
+    /// before answering "in progress" (default: answer at once).
+    pub wait: Option<Duration>,
+    pub failed: FailedPolicy,
+    /// First polling interval while waiting (doubles up to 8x).
+    pub poll: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lease: Duration::from_secs(30),
+            retention: Duration::from_secs(24 * 60 * 60),
+            wait: None,
+            failed: FailedPolicy::Replay,
+            poll: Duration::from_millis(20),
+        }
+    }
+}
+
+/// A store and its configuration. Cheap to clone (one `Arc`).
+pub struct Idempotency<S> {
+    inner: Arc<Inner<S>>,
+}
+
+struct Inner<S> {
+    store: S,
+    config: Config,
+}
+
+impl<S> Clone for Idempotency<S> {
+    fn clone(&self) -> Self {
+        Idempotency {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+/// One idempotent call, as the macro describes it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub handler: String,
+    pub tenant: Option<IdempotencyKey>,
+    pub key: IdempotencyKey,
+    pub fingerprint: Fingerprint,
+    pub lease: Option<Duration>,
+    pub retention: Option<Duration>,
+    pub wait: Option<Duration>,
+    pub failed: Option<FailedPolicy>,
+}
+
+impl Call {
+    pub fn new(handler: impl Into<String>, key: IdempotencyKey, fingerprint: Fingerprint) -> Self {
+        Call {
+            handler: handler.into(),
+            tenant: None,
+            key,
+            fingerprint,
+            lease: None,
+            retention: None,
+            wait: None,
+            failed: None,
+        }
+    }
+}
+
+/// What [`Idempotency::begin`] decided.
+pub enum Begun<S> {
+    /// This request owns the key: run the body, then [`Guard::finish`].
+    Run(Guard<S>),
+    /// The outcome is stored: `Ok` holds the response JSON, `Err` the error JSON.
+    Replay(Result<String, String>),
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+impl<S: IdempotencyStore> Idempotency<S> {
+    pub fn new(store: S) -> Self {
+        Idempotency::with_config(store, Config::default())
+    }
+
+    pub fn with_config(store: S, config: Config) -> Self {
+        Idempotency {
+            inner: Arc::new(Inner { store, config }),
+        }
+    }
+
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Claims the call's key and decides: run, replay, or an error (in progress, mismatch,
+    /// store). One store round trip unless waiting.
+    pub async fn begin(&self, call: Call) -> Result<Begun<S>, IdempotencyError> {
+        let key = RecordKey::new(
+            call.handler,
+            call.tenant.as_ref().map(|t| t.as_str()),
+            &call.key,
+        );
+        let span = tracing::info_span!(
+            "idempotency.claim",
+            handler = %key.handler,
+            tenant = %key.tenant,
+            key = %key.key,
+            fence = tracing::field::Empty,
+        );
+        let config = &self.inner.config;
+        let lease = call.lease.unwrap_or(config.lease);
+        let retention = call.retention.unwrap_or(config.retention);
+        let wait = call.wait.or(config.wait);
+        let failed = call.failed.unwrap_or(config.failed);
+        let owner = token::fresh();
+        let record_id = token::fresh();
+        let request = ClaimRequest {
+            key: &key,
+            record_id: &record_id,
+            fingerprint: call.fingerprint.as_str(),
+            owner: &owner,
+            lease_ms: ms(lease),
+            retention_ms: ms(retention),
+            retry_failed: failed == FailedPolicy::Retry,
+        };
+        async {
+            let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+            let mut pause = config.poll;
+            loop {
+                let record = self.inner.store.claim(&request).await?;
+                tracing::Span::current().record("fence", record.fence);
+                match self.decide(&record, &request) {
+                    Decision::Run => {
+                        if record.fence > 1 {
+                            tracing::info!(record_id = %record.record_id, "idempotency takeover");
+                        } else {
+                            tracing::debug!("idempotency claimed");
+                        }
+                        return Ok(Begun::Run(Guard {
+                            handle: ClaimHandle {
+                                engine: self.clone(),
+                                key: key.clone(),
+                                owner: owner.clone(),
+                                fence: record.fence,
+                                record_id: record.record_id,
+                                lease_ms: ms(lease),
+                            },
+                            retention_ms: ms(retention),
+                        }));
+                    }
+                    Decision::Replay(stored) => {
+                        tracing::debug!(ok = stored.is_ok(), "idempotency replay");
+                        return Ok(Begun::Replay(stored));
+                    }
+                    Decision::Mismatch => {
+                        tracing::warn!("idempotency key reused with a different payload");
+                        return Err(IdempotencyError::Mismatch);
+                    }
+                    Decision::Busy(retry_after) => {
+                        let now = tokio::time::Instant::now();
+                        match deadline {
+                            Some(deadline) if now < deadline => {
+                                tokio::time::sleep(pause.min(deadline - now)).await;
+                                pause = (pause * 2).min(config.poll * 8);
+                            }
+                            _ => {
+                                tracing::info!(
+                                    state = record.state.as_str(),
+                                    retry_after_ms = retry_after.as_millis() as u64,
+                                    "idempotency in progress"
+                                );
+                                return Err(IdempotencyError::InProgress { retry_after });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
+        if record.owner == request.owner {
+            return Decision::Run;
+        }
+        if record.fingerprint != request.fingerprint {
+            return Decision::Mismatch;
+        }
+        let stored = || record.response.clone().unwrap_or_else(|| "null".to_owned());
+        match record.state {
+            State::Success => Decision::Replay(Ok(stored())),
+            State::Failed => Decision::Replay(Err(stored())),
+            State::Processing => Decision::Busy(Duration::from_millis(
+                (record.lease_expires_at - record.now).max(0) as u64,
+            )),
+            State::Unknown => Decision::Busy(Duration::from_millis(request.lease_ms.max(0) as u64)),
+        }
+    }
+
+    /// Deletes SUCCESS and FAILED records past retention (never PROCESSING or UNKNOWN).
+    pub async fn reap(&self) -> Result<u64, IdempotencyError> {
+        let removed = self.inner.store.reap().await?;
+        tracing::debug!(removed, "idempotency reaped");
+        Ok(removed)
+    }
+}
+
+enum Decision {
+    Run,
+    Replay(Result<String, String>),
+    Mismatch,
+    Busy(Duration),
+}
+
+/// What the body can see of its claim: the fence and the record id to pass downstream, and a
+/// heartbeat for long bodies. Bind it with `#[idempotent(claim = name, ..)]`.
+pub struct ClaimHandle<S> {
+    engine: Idempotency<S>,
+    key: RecordKey,
+    owner: String,
+    fence: i64,
+    record_id: String,
+    lease_ms: i64,
+}
+
+impl<S> Clone for ClaimHandle<S> {
+    fn clone(&self) -> Self {
+        ClaimHandle {
+            engine: self.engine.clone(),
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            fence: self.fence,
+            record_id: self.record_id.clone(),
+            lease_ms: self.lease_ms,
+        }
+    }
+}
+
+impl<S: IdempotencyStore> ClaimHandle<S> {
+    /// The fencing counter of this claim: 1 for the first owner, +1 per takeover. A downstream
+    /// system that remembers the highest fence it saw per record can refuse an older owner.
+    pub fn fence(&self) -> i64 {
+        self.fence
+    }
+
+    /// The record's id, the same for every owner of this record: use it as the downstream
+    /// idempotency key so a takeover does not repeat the effect.
+    pub fn record_id(&self) -> &str {
+        &self.record_id
+    }
+
+    pub fn key(&self) -> &RecordKey {
+        &self.key
+    }
+
+    fn attempt(&self) -> Attempt<'_> {
+        Attempt {
+            key: &self.key,
+            fence: self.fence,
+            owner: &self.owner,
+        }
+    }
+
+    /// Renews the lease for another lease period. `Err(Fenced)` when the claim was taken over:
+    /// stop, another owner is running.
+    pub async fn heartbeat(&self) -> Result<(), IdempotencyError> {
+        match self
+            .engine
+            .inner
+            .store
+            .heartbeat(&self.attempt(), self.lease_ms)
+            .await?
+        {
+            Transition::Applied => Ok(()),
+            Transition::Fenced => {
+                tracing::warn!(key = %self.key, fence = self.fence, "idempotency heartbeat fenced");
+                Err(IdempotencyError::Fenced)
+            }
+        }
+    }
+}
+
+/// The claim held while the body runs. Dropping it without [`finish`](Guard::finish) (a crash,
+/// a cancelled future) leaves the record PROCESSING until its lease expires and another request
+/// takes it over.
+pub struct Guard<S> {
+    handle: ClaimHandle<S>,
+    retention_ms: i64,
+}
+
+impl<S: IdempotencyStore> Guard<S> {
+    pub fn handle(&self) -> ClaimHandle<S> {
+        self.handle.clone()
+    }
+
+    /// Records the body's result by compare-and-set and returns it: `Ok` → SUCCESS; an error →
+    /// released (retryable), FAILED (permanent) or UNKNOWN (unknown). A fenced owner gets
+    /// `Err(Fenced)` for a success and its own error otherwise; nothing is written.
+    pub async fn finish<T, E>(self, result: Result<T, E>) -> Result<T, E>
+    where
+        T: Serialize,
+        E: Serialize + Classify + From<IdempotencyError>,
+    {
+        let span = tracing::info_span!(
+            "idempotency.complete",
+            handler = %self.handle.key.handler,
+            key = %self.handle.key.key,
+            fence = self.handle.fence,
+        );
+        self.finish_inner(result).instrument(span).await
+    }
+
+    async fn finish_inner<T, E>(self, result: Result<T, E>) -> Result<T, E>
+    where
+        T: Serialize,
+        E: Serialize + Classify + From<IdempotencyError>,
+    {
+        let store = &self.handle.engine.inner.store;
+        let attempt = self.handle.attempt();
+        match result {
+            Ok(value) => {
+                let body = match serde_json::to_string(&value) {
+                    Ok(body) => body,
+                    Err(e) => {
+                        let reason = format!("response could not be serialized: {e}");
+                        let note = serde_json::to_string(&reason).unwrap_or_default();
+                        tracing::warn!(%reason, "idempotency unknown");
+                        let _ = store
+                            .finish(&attempt, Outcome::Unknown(&note), self.retention_ms)
+                            .await;
+                        return Err(E::from(IdempotencyError::Codec { reason }));
+                    }
+                };
+                match store
+                    .finish(&attempt, Outcome::Success(&body), self.retention_ms)
+                    .await
+                {
+                    Ok(Transition::Applied) => Ok(value),
+                    Ok(Transition::Fenced) => {
+                        tracing::warn!("idempotency fenced: completion rejected");
+                        Err(E::from(IdempotencyError::Fenced))
+                    }
+                    Err(e) => Err(E::from(IdempotencyError::Store(e))),
+                }
+            }
+            Err(error) => {
+                let kind = error.classify();
+                let body = serde_json::to_string(&error).unwrap_or_else(|_| "null".to_owned());
+                let outcome = match kind {
+                    FailureKind::Retryable => Outcome::Release,
+                    FailureKind::Permanent => Outcome::Failed(&body),
+                    FailureKind::Unknown => Outcome::Unknown(&body),
+                };
+                match store.finish(&attempt, outcome, self.retention_ms).await {
+                    Ok(Transition::Applied) => match kind {
+                        FailureKind::Unknown => tracing::warn!("idempotency unknown"),
+                        FailureKind::Permanent => tracing::info!("idempotency failed"),
+                        FailureKind::Retryable => tracing::debug!("idempotency released"),
+                    },
+                    Ok(Transition::Fenced) => {
+                        tracing::warn!(?kind, "idempotency fenced: failure not recorded")
+                    }
+                    Err(e) => tracing::error!(error = %e, "idempotency store failed on completion"),
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Anything `#[idempotent(store = ..)]` may name: an [`Idempotency`], a reference to one, or an
+/// `Arc` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an idempotency engine",
+    label = "`store = ..` must evaluate to a `staleguard::idempotency::Idempotency<S>`",
+    note = "wrap the store: `Idempotency::new(store)`"
+)]
+pub trait AsIdempotency {
+    type Store: IdempotencyStore;
+    fn as_idempotency(&self) -> &Idempotency<Self::Store>;
+}
+
+impl<S: IdempotencyStore> AsIdempotency for Idempotency<S> {
+    type Store = S;
+    fn as_idempotency(&self) -> &Idempotency<S> {
+        self
+    }
+}
+
+impl<T: AsIdempotency + ?Sized> AsIdempotency for &T {
+    type Store = T::Store;
+    fn as_idempotency(&self) -> &Idempotency<T::Store> {
+        (**self).as_idempotency()
+    }
+}
+
+impl<T: AsIdempotency + ?Sized> AsIdempotency for Arc<T> {
+    type Store = T::Store;
+    fn as_idempotency(&self) -> &Idempotency<T::Store> {
+        (**self).as_idempotency()
+    }
+}

@@ -1,0 +1,68 @@
+//! The idempotency state machine behind `#[staleguard::idempotent]`, its stores, the reconciler
+//! and the reaper.
+//!
+//! A request is identified by a [`RecordKey`] (handler name, optional tenant, the caller's key)
+//! and described by a [`Fingerprint`] of its payload. The first request atomically *claims* the
+//! key: one store statement creates the record in `PROCESSING` with an owner token, a fencing
+//! counter (`fence`) and a lease whose expiry is computed by the store's own clock. The same
+//! statement returns the existing record when the key is already taken, so the engine decides
+//! what to do without a second read:
+//!
+//! ```text
+//!            claim (one atomic statement)
+//!                      |
+//!                      v
+//!   +----------- PROCESSING (owner, fence, lease) <-------------+
+//!   |   body ok     |   body error       |   body timed out      |  lease expired:
+//!   v               v                    v                       |  takeover by CAS,
+//! SUCCESS         FAILED (permanent)   UNKNOWN                   |  fence + 1
+//!   |               |   retryable: record released              |
+//!   |               |                    | reconciler (resolver)  |
+//!   |               |                    +--> SUCCESS | FAILED    |
+//!   +-------+-------+                                             |
+//!           | retention elapsed: reaped (never PROCESSING/UNKNOWN) |
+//! ```
+//!
+//! Every transition out of `PROCESSING` is a compare-and-set on `(key, fence, owner, PROCESSING)`:
+//! an owner whose lease was taken over gets [`Transition::Fenced`] and changes nothing. See
+//! `docs/idempotency.md` for the HTTP mapping and the exact guarantees.
+
+mod engine;
+mod error;
+mod failure;
+mod fingerprint;
+mod key;
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod reaper;
+mod reconciler;
+mod record;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod store;
+mod token;
+
+#[doc(hidden)]
+pub mod __private;
+#[cfg(feature = "axum")]
+pub mod axum;
+
+pub use engine::{
+    AsIdempotency, Begun, Call, ClaimHandle, Config, FailedPolicy, Guard, Idempotency,
+};
+pub use error::IdempotencyError;
+pub use failure::{Classify, FailureKind};
+pub use fingerprint::{Fingerprint, Fingerprinter};
+pub use key::{IdempotencyKey, KeySource, MAX_KEY_LEN, RecordKey};
+pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+pub use reaper::Reaper;
+pub use reconciler::{Reconciler, Resolution, UnknownRecord};
+pub use record::{Attempt, ClaimRequest, Outcome, Record, Resolved, State, Transition};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+pub use store::{IdempotencyStore, StoreError};

@@ -1,0 +1,374 @@
+//! The SQL text shared by the SQLite and PostgreSQL stores, built once per table. Each store
+//! operation is exactly one of these statements, so each costs one round trip.
+
+use super::key::RecordKey;
+use super::record::{Record, State};
+use super::store::StoreError;
+use std::sync::Arc;
+
+/// How the two dialects differ: numbered parameters and the store clock in milliseconds.
+pub(crate) struct Dialect {
+    pub param: fn(usize) -> String,
+    /// An expression for "now" in ms since the epoch, stable within one statement.
+    pub now: &'static str,
+    pub big_int: &'static str,
+}
+
+/// Every statement a store runs, for one table.
+/// The table name in them is checked by [`check_table_name`]; values are always bound.
+pub(crate) struct Statements {
+    pub create_table: Arc<str>,
+    pub create_index: Arc<str>,
+    pub claim: Arc<str>,
+    pub finish: Arc<str>,
+    pub release: Arc<str>,
+    pub heartbeat: Arc<str>,
+    pub get: Arc<str>,
+    pub unknown: Arc<str>,
+    pub resolve: Arc<str>,
+    pub reap: Arc<str>,
+}
+
+/// Accepts `name` or `schema.name`, each an unquoted identifier.
+pub(crate) fn check_table_name(table: &str) -> Result<(), StoreError> {
+    let ok = !table.is_empty()
+        && table.split('.').count() <= 2
+        && table.split('.').all(|part| {
+            part.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::msg(format!(
+            "invalid table name `{table}`: expected `name` or `schema.name` made of letters, digits and `_`"
+        )))
+    }
+}
+
+const COLUMNS: &str = "handler, tenant, idem_key, record_id, fingerprint, state, owner, fence, \
+                       lease_expires_at, expires_at, response";
+
+impl Statements {
+    pub fn new(table: &str, d: &Dialect) -> Statements {
+        let p = d.param;
+        let now = d.now;
+        let big = d.big_int;
+        let index = table.rsplit('.').next().unwrap_or(table);
+        let pk = format!(
+            "handler = {} AND tenant = {} AND idem_key = {}",
+            p(1),
+            p(2),
+            p(3)
+        );
+        let reset = format!("(t.state IN ('SUCCESS', 'FAILED') AND t.expires_at <= {now})");
+        let take = format!(
+            "({reset} OR (t.fingerprint = excluded.fingerprint AND \
+             ((t.state = 'PROCESSING' AND t.lease_expires_at <= {now}) \
+             OR (t.state = 'FAILED' AND {retry}))))",
+            retry = p(9)
+        );
+        let pick = |cond: &str, col: &str, new: &str| {
+            format!("{col} = CASE WHEN {cond} THEN {new} ELSE t.{col} END")
+        };
+        let claim = format!(
+            "INSERT INTO {table} AS t (handler, tenant, idem_key, record_id, fingerprint, state, \
+             owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
+             VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
+             {now} + {p8}, NULL, {now}, {now}) \
+             ON CONFLICT (handler, tenant, idem_key) DO UPDATE SET {sets} \
+             RETURNING {COLUMNS}, {now} AS now",
+            p1 = p(1),
+            p2 = p(2),
+            p3 = p(3),
+            p4 = p(4),
+            p5 = p(5),
+            p6 = p(6),
+            p7 = p(7),
+            p8 = p(8),
+            sets = [
+                pick(&reset, "record_id", "excluded.record_id"),
+                pick(&reset, "fingerprint", "excluded.fingerprint"),
+                pick(&reset, "created_at", "excluded.created_at"),
+                pick(&take, "state", "'PROCESSING'"),
+                pick(&take, "owner", "excluded.owner"),
+                pick(&take, "fence", "t.fence + 1"),
+                pick(&take, "lease_expires_at", "excluded.lease_expires_at"),
+                pick(&take, "expires_at", "excluded.expires_at"),
+                pick(&take, "response", "NULL"),
+                pick(&take, "updated_at", "excluded.updated_at"),
+            ]
+            .join(", "),
+        );
+        Statements {
+            create_table: format!(
+                "CREATE TABLE IF NOT EXISTS {table} (\
+                 handler TEXT NOT NULL, tenant TEXT NOT NULL, idem_key TEXT NOT NULL, \
+                 record_id TEXT NOT NULL, fingerprint TEXT NOT NULL, \
+                 state TEXT NOT NULL CHECK (state IN ('PROCESSING', 'SUCCESS', 'FAILED', 'UNKNOWN')), \
+                 owner TEXT NOT NULL, fence {big} NOT NULL, lease_expires_at {big} NOT NULL, \
+                 expires_at {big} NOT NULL, response TEXT, created_at {big} NOT NULL, \
+                 updated_at {big} NOT NULL, PRIMARY KEY (handler, tenant, idem_key))"
+            )
+            .into(),
+            create_index: format!(
+                "CREATE INDEX IF NOT EXISTS {index}_state_idx ON {table} (state, expires_at)"
+            )
+            .into(),
+            claim: claim.into(),
+            finish: format!(
+                "UPDATE {table} SET state = {p5}, response = {p6}, expires_at = {now} + {p7}, \
+                 updated_at = {now} WHERE {pk} AND fence = {p4} AND owner = {p8} \
+                 AND state = 'PROCESSING'",
+                p4 = p(4),
+                p5 = p(5),
+                p6 = p(6),
+                p7 = p(7),
+                p8 = p(8),
+            )
+            .into(),
+            release: format!(
+                "DELETE FROM {table} WHERE {pk} AND fence = {} AND owner = {} \
+                 AND state = 'PROCESSING'",
+                p(4),
+                p(5)
+            )
+            .into(),
+            heartbeat: format!(
+                "UPDATE {table} SET lease_expires_at = {now} + {}, updated_at = {now} \
+                 WHERE {pk} AND fence = {} AND owner = {} AND state = 'PROCESSING'",
+                p(6),
+                p(4),
+                p(5)
+            )
+            .into(),
+            get: format!("SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}").into(),
+            unknown: format!(
+                "SELECT {COLUMNS}, {now} AS now FROM {table} WHERE state = 'UNKNOWN' \
+                 ORDER BY updated_at LIMIT {}",
+                p(1)
+            )
+            .into(),
+            resolve: format!(
+                "UPDATE {table} SET state = {p5}, response = {p6}, expires_at = {now} + {p7}, \
+                 updated_at = {now} WHERE {pk} AND fence = {p4} AND state = 'UNKNOWN'",
+                p4 = p(4),
+                p5 = p(5),
+                p6 = p(6),
+                p7 = p(7),
+            )
+            .into(),
+            reap: format!(
+                "DELETE FROM {table} WHERE state IN ('SUCCESS', 'FAILED') AND expires_at <= {now}"
+            )
+            .into(),
+        }
+    }
+}
+
+/// Decodes one row of `COLUMNS, now`.
+pub(crate) fn decode<'r, R>(row: &'r R) -> Result<Record, StoreError>
+where
+    R: sqlx::Row,
+    &'static str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let state: String = row.try_get("state")?;
+    Ok(Record {
+        key: RecordKey {
+            handler: row.try_get("handler")?,
+            tenant: row.try_get("tenant")?,
+            key: row.try_get("idem_key")?,
+        },
+        record_id: row.try_get("record_id")?,
+        fingerprint: row.try_get("fingerprint")?,
+        state: State::parse(&state)
+            .ok_or_else(|| StoreError::msg(format!("unknown record state `{state}`")))?,
+        owner: row.try_get("owner")?,
+        fence: row.try_get("fence")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        expires_at: row.try_get("expires_at")?,
+        response: row.try_get("response")?,
+        now: row.try_get("now")?,
+    })
+}
+
+/// Implements [`IdempotencyStore`](super::store::IdempotencyStore) for a sqlx pool type; the
+/// SQLite and PostgreSQL stores differ only in their [`Dialect`].
+macro_rules! sql_store {
+    ($store:ident, $db:ty) => {
+        impl $crate::idempotency::store::IdempotencyStore for $store {
+            async fn claim(
+                &self,
+                r: &$crate::idempotency::record::ClaimRequest<'_>,
+            ) -> Result<$crate::idempotency::record::Record, $crate::idempotency::store::StoreError>
+            {
+                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
+                    .bind(&r.key.handler)
+                    .bind(&r.key.tenant)
+                    .bind(&r.key.key)
+                    .bind(r.record_id)
+                    .bind(r.fingerprint)
+                    .bind(r.owner)
+                    .bind(r.lease_ms)
+                    .bind(r.retention_ms)
+                    .bind(r.retry_failed)
+                    .fetch_one(&self.pool)
+                    .await?;
+                $crate::idempotency::sql::decode(&row)
+            }
+
+            async fn finish(
+                &self,
+                a: &$crate::idempotency::record::Attempt<'_>,
+                outcome: $crate::idempotency::record::Outcome<'_>,
+                retention_ms: i64,
+            ) -> Result<
+                $crate::idempotency::record::Transition,
+                $crate::idempotency::store::StoreError,
+            > {
+                use $crate::idempotency::record::{Outcome, State};
+                let (state, body) = match outcome {
+                    Outcome::Success(body) => (State::Success, body),
+                    Outcome::Failed(body) => (State::Failed, body),
+                    Outcome::Unknown(body) => (State::Unknown, body),
+                    Outcome::Release => {
+                        let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.release.clone()))
+                            .bind(&a.key.handler)
+                            .bind(&a.key.tenant)
+                            .bind(&a.key.key)
+                            .bind(a.fence)
+                            .bind(a.owner)
+                            .execute(&self.pool)
+                            .await?;
+                        return Ok($crate::idempotency::record::Transition::from_rows(
+                            done.rows_affected(),
+                        ));
+                    }
+                };
+                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
+                    .bind(&a.key.handler)
+                    .bind(&a.key.tenant)
+                    .bind(&a.key.key)
+                    .bind(a.fence)
+                    .bind(state.as_str())
+                    .bind(body)
+                    .bind(retention_ms)
+                    .bind(a.owner)
+                    .execute(&self.pool)
+                    .await?;
+                Ok($crate::idempotency::record::Transition::from_rows(
+                    done.rows_affected(),
+                ))
+            }
+
+            async fn heartbeat(
+                &self,
+                a: &$crate::idempotency::record::Attempt<'_>,
+                lease_ms: i64,
+            ) -> Result<
+                $crate::idempotency::record::Transition,
+                $crate::idempotency::store::StoreError,
+            > {
+                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.heartbeat.clone()))
+                    .bind(&a.key.handler)
+                    .bind(&a.key.tenant)
+                    .bind(&a.key.key)
+                    .bind(a.fence)
+                    .bind(a.owner)
+                    .bind(lease_ms)
+                    .execute(&self.pool)
+                    .await?;
+                Ok($crate::idempotency::record::Transition::from_rows(
+                    done.rows_affected(),
+                ))
+            }
+
+            async fn get(
+                &self,
+                key: &$crate::idempotency::key::RecordKey,
+            ) -> Result<
+                Option<$crate::idempotency::record::Record>,
+                $crate::idempotency::store::StoreError,
+            > {
+                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
+                    .bind(&key.handler)
+                    .bind(&key.tenant)
+                    .bind(&key.key)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.as_ref()
+                    .map($crate::idempotency::sql::decode)
+                    .transpose()
+            }
+
+            async fn unknown(
+                &self,
+                limit: u32,
+            ) -> Result<
+                Vec<$crate::idempotency::record::Record>,
+                $crate::idempotency::store::StoreError,
+            > {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(self.sql.unknown.clone()))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map($crate::idempotency::sql::decode).collect()
+            }
+
+            async fn resolve(
+                &self,
+                key: &$crate::idempotency::key::RecordKey,
+                fence: i64,
+                resolved: $crate::idempotency::record::Resolved<'_>,
+                retention_ms: i64,
+            ) -> Result<
+                $crate::idempotency::record::Transition,
+                $crate::idempotency::store::StoreError,
+            > {
+                use $crate::idempotency::record::{Resolved, State};
+                let (state, body) = match resolved {
+                    Resolved::Success(body) => (State::Success, body),
+                    Resolved::Failed(body) => (State::Failed, body),
+                };
+                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.resolve.clone()))
+                    .bind(&key.handler)
+                    .bind(&key.tenant)
+                    .bind(&key.key)
+                    .bind(fence)
+                    .bind(state.as_str())
+                    .bind(body)
+                    .bind(retention_ms)
+                    .execute(&self.pool)
+                    .await?;
+                Ok($crate::idempotency::record::Transition::from_rows(
+                    done.rows_affected(),
+                ))
+            }
+
+            async fn reap(&self) -> Result<u64, $crate::idempotency::store::StoreError> {
+                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.reap.clone()))
+                    .execute(&self.pool)
+                    .await?;
+                Ok(done.rows_affected())
+            }
+        }
+    };
+}
+pub(crate) use sql_store;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn table_names_are_plain_identifiers() {
+        assert!(super::check_table_name("idempotency_records").is_ok());
+        assert!(super::check_table_name("app.idem_2").is_ok());
+        assert!(super::check_table_name("x; DROP TABLE y").is_err());
+        assert!(super::check_table_name("a.b.c").is_err());
+        assert!(super::check_table_name("").is_err());
+    }
+}

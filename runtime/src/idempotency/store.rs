@@ -1,0 +1,104 @@
+//! The store contract: each method is one statement (one round trip) against the backing store.
+
+use super::key::RecordKey;
+use super::record::{Attempt, ClaimRequest, Outcome, Record, Resolved, Transition};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A failure of the backing store (connection lost, constraint the schema did not expect...).
+#[derive(Clone)]
+pub struct StoreError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl StoreError {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError(Arc::new(error))
+    }
+
+    pub fn msg(message: impl Into<String>) -> Self {
+        #[derive(Debug)]
+        struct Msg(String);
+        impl fmt::Display for Msg {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl std::error::Error for Msg {}
+        StoreError(Arc::new(Msg(message.into())))
+    }
+}
+
+impl fmt::Debug for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::new(e)
+    }
+}
+
+/// Where idempotency records live. Every method is a single atomic statement; every transition
+/// is a compare-and-set that reports [`Transition::Fenced`] instead of writing when its
+/// condition does not hold. Times are decided by the store's clock.
+pub trait IdempotencyStore: Send + Sync + 'static {
+    /// Creates the record in PROCESSING, or takes it over, or returns it unchanged (see
+    /// [`ClaimRequest`]).
+    fn claim(
+        &self,
+        request: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<Record, StoreError>> + Send;
+
+    /// PROCESSING → SUCCESS / FAILED / UNKNOWN, or release (delete), on `(key, fence, owner,
+    /// PROCESSING)`. Terminal records expire `retention_ms` from now.
+    fn finish(
+        &self,
+        attempt: &Attempt<'_>,
+        outcome: Outcome<'_>,
+        retention_ms: i64,
+    ) -> impl Future<Output = Result<Transition, StoreError>> + Send;
+
+    /// Extends the lease to `lease_ms` from now on `(key, fence, owner, PROCESSING)`.
+    fn heartbeat(
+        &self,
+        attempt: &Attempt<'_>,
+        lease_ms: i64,
+    ) -> impl Future<Output = Result<Transition, StoreError>> + Send;
+
+    /// Reads one record.
+    fn get(
+        &self,
+        key: &RecordKey,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+
+    /// Up to `limit` UNKNOWN records, oldest first.
+    fn unknown(&self, limit: u32) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
+
+    /// UNKNOWN → SUCCESS / FAILED on `(key, fence, UNKNOWN)`.
+    fn resolve(
+        &self,
+        key: &RecordKey,
+        fence: i64,
+        resolved: Resolved<'_>,
+        retention_ms: i64,
+    ) -> impl Future<Output = Result<Transition, StoreError>> + Send;
+
+    /// Deletes SUCCESS and FAILED records past their retention; never PROCESSING or UNKNOWN.
+    /// Returns how many were deleted.
+    fn reap(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
