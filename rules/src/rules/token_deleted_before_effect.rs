@@ -70,8 +70,8 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Opti
     cx.effs(i).iter().find(|e| match e.kind {
         K::Remote => true,
         K::Write => {
-            !(e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref()))
-                && !same_tx(token_at, i)
+            let mark = e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref());
+            !(mark || same_tx(token_at, i))
         }
         _ => false,
     })
