@@ -14,7 +14,7 @@ use crate::discover::{InputError, PackageScope, SourcePath, Unit};
 use crate::settings::Settings;
 
 /// Worker threads get a large stack: deeply nested expressions recurse deeply in `syn`.
-const STACK_SIZE: usize = 256 * 1024 * 1024;
+const STACK_SIZE: usize = staleguard_rules::STACK_SIZE;
 
 /// One finding with its effective level.
 #[derive(Debug, Clone)]
