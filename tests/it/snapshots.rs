@@ -114,12 +114,19 @@ fn snapshot_path(case: &Path) -> PathBuf {
 #[test]
 fn fixture_output_matches_blessed_snapshots() {
     let bless = std::env::var_os("STALEGUARD_BLESS").is_some();
+    let scratch = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
-    for case in cases() {
+    for (i, case) in cases().into_iter().enumerate() {
+        let (select, config) = settings(&case);
+        let config_path = scratch.path().join(format!("case{i}.toml"));
+        std::fs::write(&config_path, config).unwrap();
         let run = Run::of(
             bin()
                 .current_dir(repo_root())
-                .args(["--format", "human", "--color", "never"])
+                .args([
+                    "--format", "human", "--color", "never", "--select", &select, "--config",
+                ])
+                .arg(&config_path)
                 .arg(&case),
         );
         let actual = normalize(&run.stdout);
