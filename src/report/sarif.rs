@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use staleguard_rules::{Level, Span, registry};
 
 use super::{Report, doc_note};
+use crate::commands::dedent;
 
 const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
@@ -15,11 +16,12 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let rules: Vec<Value> = registry::all()
         .iter()
         .map(|r| {
-            let full = if r.doc.trim().is_empty() { r.summary } else { first_paragraph(r.doc) };
-            let markdown = if r.doc.trim().is_empty() {
+            let doc = dedent(r.doc);
+            let full = if doc.is_empty() { r.summary.to_string() } else { first_paragraph(&doc) };
+            let markdown = if doc.is_empty() {
                 format!("{}\n\n{}", r.summary, doc_note(r.name))
             } else {
-                r.doc.to_string()
+                doc
             };
             json!({
                 "id": r.name,
@@ -146,12 +148,14 @@ fn uri(path: &str) -> String {
     out
 }
 
-/// The doc's first paragraph below its first heading.
-fn first_paragraph(doc: &str) -> &str {
-    doc.split("\n\n")
+/// The doc's first paragraph that is not a heading, on one line.
+fn first_paragraph(doc: &str) -> String {
+    let paragraph = doc
+        .split("\n\n")
         .map(str::trim)
         .find(|p| !p.is_empty() && !p.starts_with('#'))
-        .unwrap_or(doc)
+        .unwrap_or(doc);
+    paragraph.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `check-before-lock` → `CheckBeforeLock`.

@@ -553,12 +553,15 @@ fn explain_prints_every_rules_doc() {
         if meta.doc.trim().is_empty() {
             assert!(run.stdout.contains(meta.summary), "{}", run.stdout);
         } else {
+            // The doc, line for line, without the indentation `///` comments leave.
+            let shown: Vec<&str> = run.stdout.lines().map(str::trim).collect();
+            let doc: Vec<&str> = meta.doc.trim_matches('\n').lines().map(str::trim).collect();
             assert_eq!(
-                run.stdout.trim_end(),
-                meta.doc.trim_end(),
+                shown, doc,
                 "explain {} differs from the registry doc",
                 meta.name
             );
+            assert!(!run.stdout.starts_with(' '), "{}", run.stdout);
         }
     }
     let typo = Run::of(bin().args(["explain", "check-befor-lock"]));
