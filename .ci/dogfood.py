@@ -50,8 +50,8 @@ def main():
     for file, line, rule in extra:
         print(f"dogfood: unexpected (not failing) {file}:{line}: {rule}")
     if not expected:
-        print(f"dogfood: {example} marks no expected findings yet; nothing to check")
-        return 0
+        print(f"dogfood: {example} marks no expected findings (`//~ rule`); nothing would be checked")
+        return 1
     if missing:
         print(f"dogfood: {len(missing)} of {len(expected)} expected findings missing in {example}")
         return 1
