@@ -17,7 +17,11 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         .iter()
         .map(|r| {
             let doc = dedent(r.doc);
-            let full = if doc.is_empty() { r.summary.to_string() } else { first_paragraph(&doc) };
+            let full = if doc.is_empty() {
+                r.summary.to_string()
+            } else {
+                first_paragraph(&doc)
+            };
             let markdown = if doc.is_empty() {
                 format!("{}\n\n{}", r.summary, doc_note(r.name))
             } else {
@@ -28,7 +32,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 "name": camel(r.name),
                 "shortDescription": { "text": r.summary },
                 "fullDescription": { "text": full },
-                "help": { "text": format!("{}\n{}", r.summary, doc_note(r.name)), "markdown": markdown },
+                "help": { "text": markdown, "markdown": markdown },
                 "defaultConfiguration": { "level": level(r.default_level) },
                 "properties": { "tags": ["staleguard", "concurrency"] },
             })
@@ -49,7 +53,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 "ruleId": d.rule,
                 "level": level(f.level),
                 "message": { "text": text },
-                "locations": [ { "physicalLocation": physical(&d.primary) } ],
+                "locations": [ location(&d.primary, d.function.as_deref()) ],
                 "partialFingerprints": { "staleguard/v1": f.fingerprint },
             });
             if let Some(index) = registry::all().iter().position(|r| r.name == d.rule) {
@@ -117,6 +121,16 @@ fn level(level: Level) -> &'static str {
         Level::Warning => "warning",
         Level::Note => "note",
     }
+}
+
+/// The primary location, with the enclosing function as a logical location when known.
+fn location(span: &Span, function: Option<&str>) -> Value {
+    let mut location = json!({ "physicalLocation": physical(span) });
+    if let Some(function) = function {
+        location["logicalLocations"] =
+            json!([{ "fullyQualifiedName": function, "kind": "function" }]);
+    }
+    location
 }
 
 fn physical(span: &Span) -> Value {
