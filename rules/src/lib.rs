@@ -4,11 +4,29 @@
 //! reads files, calls [`Analyzer::lower`] for each file on the thread that read it (the result is
 //! `Send`; syntax trees never cross threads), then calls [`Analyzer::check`] once with every
 //! lowered file of the crate or workspace.
+//!
+//! Run `lower` on threads with at least [`STACK_SIZE`] bytes of stack: `syn`'s parser recurses
+//! on nested expressions.
 
+mod check;
 pub mod diagnostic;
+pub mod facts;
+pub mod ir;
+pub mod kb;
+mod lower;
+pub mod parse;
+pub mod query;
 pub mod registry;
+pub mod rules;
+pub mod sql;
+pub mod summary;
+pub mod suppress;
 
 pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
+
+/// The stack size, in bytes, that threads calling [`Analyzer::lower`] need for deeply nested
+/// input (syn's parser recurses once or more per nesting level; 10,000 levels fit in this).
+pub const STACK_SIZE: usize = 256 * 1024 * 1024;
 
 /// Project knowledge supplied by configuration: names of the project's own functions or methods
 /// (`charge`, `PaymentGateway::charge`) that the analyzer should treat as a given effect.
@@ -30,6 +48,20 @@ pub struct Knowledge {
 pub struct LoweredFile {
     pub path: String,
     parse_error: Option<Diagnostic>,
+    ir: ir::FileIr,
+    suppressions: Vec<suppress::Suppression>,
+}
+
+impl LoweredFile {
+    /// The lowered bodies (for tools and tests).
+    pub fn ir(&self) -> &ir::FileIr {
+        &self.ir
+    }
+
+    /// Whether the file failed to parse.
+    pub fn has_parse_error(&self) -> bool {
+        self.parse_error.is_some()
+    }
 }
 
 /// The analyzer, configured once and shared by all worker threads.
@@ -49,16 +81,27 @@ impl Analyzer {
 
     /// Parses and lowers one file. Never fails: a file that does not parse yields a
     /// `parse-error` diagnostic at check time.
+    ///
+    /// Releases the calling thread's span data when done (`proc_macro2` keeps every parsed
+    /// file's source map per thread otherwise); must not be called from inside a proc macro.
     pub fn lower(&self, path: &str, text: &str) -> LoweredFile {
-        let parse_error = match syn::parse_file(text) {
-            Ok(_) => None,
+        let lines = parse::LineIndex::new(text);
+        let result = match syn::parse_file(text) {
+            Ok(file) => {
+                let ir = lower::lower_file(&file, &lines);
+                drop(file);
+                Ok(ir)
+            }
             Err(err) => {
                 let start = err.span().start();
+                let line = start.line.max(1);
+                let col = start.column;
+                let byte = lines.byte(line, col) as usize;
                 let pos = Position {
-                    line: start.line as u32,
-                    column: start.column as u32 + 1,
+                    line: line as u32,
+                    column: col as u32 + 1,
                 };
-                Some(Diagnostic {
+                Err(Diagnostic {
                     rule: "parse-error",
                     level: Level::Error,
                     message: format!("file does not parse: {err}"),
@@ -66,8 +109,8 @@ impl Analyzer {
                         file: path.to_string(),
                         start: pos,
                         end: pos,
-                        byte_start: 0,
-                        byte_end: 0,
+                        byte_start: byte,
+                        byte_end: byte,
                     },
                     primary_label: None,
                     labels: Vec::new(),
@@ -77,9 +120,26 @@ impl Analyzer {
                 })
             }
         };
-        LoweredFile {
-            path: path.to_string(),
-            parse_error,
+        proc_macro2::extra::invalidate_current_thread_spans();
+        match result {
+            Ok(ir) => {
+                let suppressions = suppress::scan(text, &lines, &ir.items);
+                LoweredFile {
+                    path: path.to_string(),
+                    parse_error: None,
+                    ir,
+                    suppressions,
+                }
+            }
+            Err(d) => {
+                let suppressions = suppress::scan(text, &lines, &[]);
+                LoweredFile {
+                    path: path.to_string(),
+                    parse_error: Some(d),
+                    ir: ir::FileIr::default(),
+                    suppressions,
+                }
+            }
         }
     }
 
@@ -87,10 +147,6 @@ impl Analyzer {
     /// diagnostics sorted by file and position. Suppressions are already applied; unused ones are
     /// reported as `unused-suppression`.
     pub fn check(&self, files: &[LoweredFile], enabled: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
-        files
-            .iter()
-            .filter_map(|f| f.parse_error.clone())
-            .filter(|d| enabled(d.rule))
-            .collect()
+        check::run(&self.knowledge, files, enabled)
     }
 }

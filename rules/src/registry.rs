@@ -1,6 +1,7 @@
-//! The one list of rules: id, default level, status, one-line summary and full doc.
+//! The one list of rules: id, default level, one-line summary and full doc.
 
 use crate::Level;
+use crate::rules;
 
 /// Static facts about one rule.
 #[derive(Debug, Clone, Copy)]
@@ -13,51 +14,37 @@ pub struct RuleMeta {
     pub doc: &'static str,
 }
 
-static RULES: &[RuleMeta] = &[
-    RuleMeta {
-        name: "check-before-lock",
-        default_level: Level::Error,
-        summary: "state read and tested before the lock or transaction, not re-read after it",
-        doc: "",
-    },
-    RuleMeta {
-        name: "rpc-in-transaction",
-        default_level: Level::Error,
-        summary: "remote call while a database transaction is open",
-        doc: "",
-    },
-    RuleMeta {
-        name: "token-deleted-before-effect",
-        default_level: Level::Error,
-        summary: "idempotency token deleted before the effect, or checked and deleted in separate steps",
-        doc: "",
-    },
-    RuleMeta {
-        name: "timeout-without-operation-id",
-        default_level: Level::Error,
-        summary: "delayed task carries only the resource id and acts without checking the operation identity",
-        doc: "",
-    },
-    RuleMeta {
-        name: "parse-error",
-        default_level: Level::Error,
-        summary: "a file that could not be parsed as Rust",
-        doc: "",
-    },
-    RuleMeta {
-        name: "unused-suppression",
-        default_level: Level::Warning,
-        summary: "a `staleguard: allow(..)` comment that suppresses nothing",
-        doc: "",
-    },
+static PARSE_ERROR: RuleMeta = RuleMeta {
+    name: "parse-error",
+    default_level: Level::Error,
+    summary: "a file that could not be parsed as Rust",
+    doc: "### What it does\n\nReports a file that `syn` cannot parse as Rust. The file is skipped; the other files are still analysed.\n\n### Why is this bad?\n\nA file that is not analysed can hide any of the hazards the other rules look for.\n\n### Example\n\n```rust,ignore\nfn broken( {\n```\n\n### Use instead\n\nFix the syntax error (`cargo check` shows it), or exclude the file in `staleguard.toml`.\n\n### Known problems\n\nFiles that only parse with unstable syntax `syn` does not support are reported too.\n",
+};
+
+static UNUSED_SUPPRESSION: RuleMeta = RuleMeta {
+    name: "unused-suppression",
+    default_level: Level::Warning,
+    summary: "a `staleguard: allow(..)` comment that suppresses nothing",
+    doc: "### What it does\n\nReports a `// staleguard: allow(rule) -- reason` comment that suppresses no finding, or that names an unknown rule.\n\n### Why is this bad?\n\nA stale suppression outlives the code it was written for and silently hides the next real finding on that line.\n\n### Example\n\n```rust,ignore\n// staleguard: allow(check-before-lock) -- fixed long ago\nlet order = load(id).await?;\n```\n\n### Use instead\n\nRemove the comment, or put it on the line the finding is reported on (or before the fn, impl or mod it should cover).\n\n### Known problems\n\nA suppression for a rule that configuration disables is not reported.\n",
+};
+
+static RULES: &[&RuleMeta] = &[
+    &rules::check_before_lock::RULE,
+    &rules::rpc_in_transaction::RULE,
+    &rules::token_deleted_before_effect::RULE,
+    &rules::timeout_without_operation_id::RULE,
+    &PARSE_ERROR,
+    &UNUSED_SUPPRESSION,
 ];
+
+static ALL: std::sync::OnceLock<Vec<RuleMeta>> = std::sync::OnceLock::new();
 
 /// Every rule, in catalogue order.
 pub fn all() -> &'static [RuleMeta] {
-    RULES
+    ALL.get_or_init(|| RULES.iter().map(|r| **r).collect())
 }
 
 /// Looks a rule up by id.
 pub fn find(name: &str) -> Option<&'static RuleMeta> {
-    RULES.iter().find(|r| r.name == name)
+    all().iter().find(|r| r.name == name)
 }

@@ -2,3 +2,6 @@
 
 mod cli;
 mod fixtures;
+mod schema;
+mod snapshots;
+mod support;

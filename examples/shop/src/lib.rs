@@ -1,0 +1,18 @@
+//! A small order / payment / seat-reservation service that shows the stale-message hazards
+//! staleguard finds, each next to its hand-written guarded version.
+//!
+//! Each hazardous handler carries a marker comment under the line staleguard reports (the
+//! format is described in README.md); CI lints this crate with the built binary and checks
+//! that every marked finding is reported.
+
+pub mod checkout;
+pub mod gateway;
+pub mod orders;
+pub mod psp_stub;
+pub mod routes;
+pub mod seats;
+pub mod state;
+pub mod vouchers;
+
+pub use routes::router;
+pub use state::AppState;

@@ -1,0 +1,37 @@
+//! The HTTP routes: each hazardous handler under its plain path, its guarded version under
+//! `/v2/...`, and the stand-in payment provider under `/psp`.
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::state::AppState;
+use crate::{checkout, orders, psp_stub, seats, vouchers};
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/orders", post(orders::create_order))
+        .route("/orders/{id}", get(orders::get_order))
+        .route("/orders/{id}/cancel", post(orders::cancel_order))
+        .route(
+            "/orders/{id}/payment-callback",
+            post(orders::payment_callback),
+        )
+        .route(
+            "/v2/orders/{id}/payment-callback",
+            post(orders::payment_callback_guarded),
+        )
+        .route("/orders/{id}/checkout", post(checkout::checkout))
+        .route("/v2/orders/{id}/checkout", post(checkout::checkout_guarded))
+        .route("/vouchers", post(vouchers::issue_voucher))
+        .route("/vouchers/{token}/redeem", post(vouchers::redeem_voucher))
+        .route(
+            "/v2/vouchers/{token}/redeem",
+            post(vouchers::redeem_voucher_guarded),
+        )
+        .route("/seats/{id}/hold", post(seats::hold_seat))
+        .route("/v2/seats/{id}/hold", post(seats::hold_seat_guarded))
+        .route("/seats/{id}/release", post(seats::release_seat))
+        .route("/psp/charges", post(psp_stub::approve))
+        .route("/psp/credits", post(psp_stub::approve))
+        .with_state(state)
+}

@@ -1,0 +1,79 @@
+//! Shared application state: the SQLite pool, the payment gateway client, the per-seat lock map,
+//! and the schema.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::SqlitePoolOptions;
+use tokio::sync::Mutex;
+
+use crate::gateway::PaymentGateway;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS orders (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    customer TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    payment_attempt_id TEXT,
+    charge_id TEXT
+);
+CREATE TABLE IF NOT EXISTS voucher_tokens (
+    token TEXT PRIMARY KEY,
+    customer TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS voucher_redemptions (
+    token TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    lease_until TEXT NOT NULL,
+    credit_id TEXT
+);
+CREATE TABLE IF NOT EXISTS seats (
+    id INTEGER PRIMARY KEY,
+    status TEXT NOT NULL DEFAULT 'free',
+    holder TEXT,
+    reservation_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS reservations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    seat_id INTEGER NOT NULL,
+    holder TEXT NOT NULL
+);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100)
+INSERT OR IGNORE INTO seats (id) SELECT i FROM n;
+";
+
+/// Per-key async locks: one mutex per seat, created on first use.
+pub type KeyedLocks = Arc<Mutex<HashMap<i64, Arc<Mutex<()>>>>>;
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: SqlitePool,
+    pub gateway: PaymentGateway,
+    pub seat_locks: KeyedLocks,
+    /// How long a seat hold lasts before its release timer fires.
+    pub hold_ttl: Duration,
+}
+
+impl AppState {
+    /// Opens the database, creates the schema and builds the state.
+    pub async fn connect(db_url: &str, psp_url: &str) -> Result<Self, sqlx::Error> {
+        // An in-memory SQLite database exists per connection: keep one connection.
+        let db = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect(db_url)
+            .await?;
+        sqlx::raw_sql(SCHEMA).execute(&db).await?;
+        Ok(AppState {
+            db,
+            gateway: PaymentGateway::new(psp_url),
+            seat_locks: KeyedLocks::default(),
+            hold_ttl: Duration::from_secs(600),
+        })
+    }
+}

@@ -1,0 +1,212 @@
+//! Behaviour of the example shop's guarded handlers next to the hazards they replace, driven by
+//! calling the handlers directly on an in-memory database. The payment provider is unreachable
+//! (a closed local port), so every gateway call ends without a definite answer.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use staleguard_example_shop::seats::{HoldRequest, release_if_held, release_reservation};
+use staleguard_example_shop::{AppState, checkout, orders, seats, vouchers};
+
+async fn app() -> AppState {
+    AppState::connect("sqlite::memory:", "http://127.0.0.1:9/psp")
+        .await
+        .expect("in-memory database opens")
+}
+
+async fn order_status(app: &AppState, id: i64) -> (String, Option<String>) {
+    sqlx::query_as("SELECT status, payment_attempt_id FROM orders WHERE id = ?")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+async fn new_order(app: &AppState, amount_cents: i64) -> i64 {
+    let Json(v) = orders::create_order(
+        State(app.clone()),
+        Json(orders::NewOrder {
+            customer: "ada".into(),
+            amount_cents,
+        }),
+    )
+    .await
+    .unwrap();
+    v["id"].as_i64().unwrap()
+}
+
+#[tokio::test]
+async fn guarded_checkout_records_an_unanswered_gateway_call_as_unknown_not_failed() {
+    let app = app().await;
+    let id = new_order(&app, 1200).await;
+    let code = checkout::checkout_guarded(State(app.clone()), Path(id))
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let (status, attempt) = order_status(&app, id).await;
+    assert_eq!(status, "payment_unknown");
+    assert!(attempt.is_some());
+}
+
+#[tokio::test]
+async fn late_callback_for_a_cancelled_order_is_ignored_by_the_guarded_handler() {
+    let app = app().await;
+    let id = new_order(&app, 1200).await;
+    checkout::checkout_guarded(State(app.clone()), Path(id))
+        .await
+        .unwrap();
+    let (_, attempt) = order_status(&app, id).await;
+    let cancel = orders::cancel_order(State(app.clone()), Path(id))
+        .await
+        .unwrap();
+    assert_eq!(cancel, StatusCode::NO_CONTENT);
+
+    let (code, outcome) = orders::payment_callback_guarded(
+        State(app.clone()),
+        Path(id),
+        Json(orders::PaymentCallback {
+            payment_attempt_id: attempt.unwrap(),
+            amount_cents: 1200,
+            charge_id: "ch-late".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!((code, outcome), (StatusCode::OK, "stale"));
+    assert_eq!(order_status(&app, id).await.0, "cancelled");
+}
+
+#[tokio::test]
+async fn callback_for_the_current_attempt_marks_the_order_paid_once() {
+    let app = app().await;
+    let id = new_order(&app, 700).await;
+    checkout::checkout_guarded(State(app.clone()), Path(id))
+        .await
+        .unwrap();
+    let attempt = order_status(&app, id).await.1.unwrap();
+    let callback = || orders::PaymentCallback {
+        payment_attempt_id: attempt.clone(),
+        amount_cents: 700,
+        charge_id: "ch-1".into(),
+    };
+    let first = orders::payment_callback_guarded(State(app.clone()), Path(id), Json(callback()))
+        .await
+        .unwrap();
+    assert_eq!(first, (StatusCode::OK, "paid"));
+    let replay = orders::payment_callback_guarded(State(app.clone()), Path(id), Json(callback()))
+        .await
+        .unwrap();
+    assert_eq!(replay, (StatusCode::OK, "already paid"));
+    let wrong_attempt = orders::payment_callback_guarded(
+        State(app.clone()),
+        Path(id),
+        Json(orders::PaymentCallback {
+            payment_attempt_id: "someone-else".into(),
+            amount_cents: 700,
+            charge_id: "ch-2".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(wrong_attempt, (StatusCode::OK, "stale"));
+}
+
+async fn issue(app: &AppState) -> String {
+    let Json(v) = vouchers::issue_voucher(
+        State(app.clone()),
+        Json(vouchers::NewVoucher {
+            customer: "ada".into(),
+            amount_cents: 300,
+        }),
+    )
+    .await
+    .unwrap();
+    v["token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn unguarded_redeem_burns_the_token_when_the_credit_fails() {
+    let app = app().await;
+    let token = issue(&app).await;
+    let first = vouchers::redeem_voucher(State(app.clone()), Path(token.clone()))
+        .await
+        .unwrap();
+    assert_eq!(first, StatusCode::BAD_GATEWAY);
+    // The credit never happened, yet the customer can no longer retry.
+    let retry = vouchers::redeem_voucher(State(app.clone()), Path(token))
+        .await
+        .unwrap();
+    assert_eq!(retry, StatusCode::GONE);
+}
+
+#[tokio::test]
+async fn guarded_redeem_keeps_the_token_and_reports_an_unknown_outcome() {
+    let app = app().await;
+    let token = issue(&app).await;
+    let first = vouchers::redeem_voucher_guarded(State(app.clone()), Path(token.clone()))
+        .await
+        .unwrap();
+    assert_eq!(first, (StatusCode::ACCEPTED, "outcome being reconciled"));
+    let again = vouchers::redeem_voucher_guarded(State(app.clone()), Path(token.clone()))
+        .await
+        .unwrap();
+    assert_eq!(again, (StatusCode::ACCEPTED, "outcome being reconciled"));
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM voucher_tokens WHERE token = ?")
+        .bind(&token)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, 1);
+}
+
+async fn seat_holder(app: &AppState, seat: i64) -> Option<String> {
+    sqlx::query_scalar("SELECT holder FROM seats WHERE id = ?")
+        .bind(seat)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+async fn hold_v2(app: &AppState, seat: i64, holder: &str) -> i64 {
+    let (code, Json(v)) = seats::hold_seat_guarded(
+        State(app.clone()),
+        Path(seat),
+        Json(HoldRequest {
+            holder: holder.into(),
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, StatusCode::CREATED);
+    v["reservation_id"].as_i64().unwrap()
+}
+
+#[tokio::test]
+async fn stale_release_timer_leaves_the_next_reservation_alone() {
+    let app = app().await;
+    let first = hold_v2(&app, 42, "ada").await;
+    let released = seats::release_seat(
+        State(app.clone()),
+        Path(42),
+        Json(HoldRequest {
+            holder: "ada".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(released, StatusCode::NO_CONTENT);
+    let second = hold_v2(&app, 42, "bob").await;
+    assert_ne!(first, second);
+
+    // Ada's timer fires late: the guarded action sees another reservation and does nothing.
+    assert!(!release_reservation(&app, 42, first).await.unwrap());
+    assert_eq!(seat_holder(&app, 42).await.as_deref(), Some("bob"));
+
+    // The unguarded action, which knows only the seat id, frees Bob's seat (the ABA hazard).
+    assert!(release_if_held(&app, 42).await.unwrap());
+    assert_eq!(seat_holder(&app, 42).await, None);
+
+    // Bob's own timer, carrying his reservation id, would have released it.
+    let third = hold_v2(&app, 42, "bob").await;
+    assert!(release_reservation(&app, 42, third).await.unwrap());
+}

@@ -1,0 +1,183 @@
+//! The check pipeline over lowered files: facts → classification → summaries → call-site
+//! effects → rules → suppressions → sorted diagnostics.
+
+use crate::diagnostic::{Diagnostic, Level};
+use crate::facts::{BodyId, Facts};
+use crate::ir::{Body, Ev};
+use crate::kb::{self, BodyEffects, Eff, K};
+use crate::rules::{CHECKS, CrateCx, RuleCx, to_span};
+use crate::{Knowledge, LoweredFile, query, summary};
+use std::collections::HashMap;
+
+pub fn run(
+    knowledge: &Knowledge,
+    files: &[LoweredFile],
+    enabled: &dyn Fn(&str) -> bool,
+) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = files
+        .iter()
+        .filter_map(|f| f.parse_error.clone())
+        .filter(|d| enabled(d.rule))
+        .collect();
+    let bodies: Vec<&[Body]> = files.iter().map(|f| f.ir.bodies.as_slice()).collect();
+    let facts = Facts::collect(files.iter().map(|f| &f.ir));
+    let mut ids = Vec::new();
+    let mut by_id: HashMap<BodyId, &Body> = HashMap::new();
+    for (fi, bs) in bodies.iter().enumerate() {
+        for (bi, b) in bs.iter().enumerate() {
+            let id = BodyId {
+                file: fi as u32,
+                body: bi as u32,
+            };
+            ids.push(id);
+            by_id.insert(id, b);
+        }
+    }
+    let mut effects: HashMap<BodyId, BodyEffects> = HashMap::with_capacity(ids.len());
+    for id in &ids {
+        effects.insert(
+            *id,
+            kb::classify_body(&facts, knowledge, &bodies, id.file, by_id[id]),
+        );
+    }
+    let summaries = summary::summarize(&ids, &by_id, &effects);
+    // Call sites gain their callees' effects.
+    for id in &ids {
+        let fx = effects.get_mut(id).expect("effects exist");
+        for i in 0..fx.callees.len() {
+            let mut add: Vec<Eff> = Vec::new();
+            for c in &fx.callees[i] {
+                if let Some(s) = summaries.get(c) {
+                    for (kind, token, _delete, _ev, _via, e) in &s.effects {
+                        if add.iter().any(|a| a.kind == *kind && a.token == *token) {
+                            continue;
+                        }
+                        let mut e = e.clone();
+                        e.via = Some(*c);
+                        e.token = *token;
+                        if matches!(kind, K::Lock | K::TxBegin) && !bound(by_id[id], i) {
+                            continue;
+                        }
+                        add.push(e);
+                    }
+                }
+            }
+            fx.effs[i].extend(add);
+        }
+    }
+    let krate = CrateCx {
+        paths: files.iter().map(|f| f.path.as_str()).collect(),
+        bodies: bodies.clone(),
+        facts: &facts,
+        effects: &effects,
+        summaries: &summaries,
+    };
+    let checks: Vec<_> = CHECKS.iter().filter(|(m, _)| enabled(m.name)).collect();
+    if !checks.is_empty() {
+        for id in &ids {
+            let body = by_id[id];
+            let fx = &effects[id];
+            let cx = RuleCx {
+                krate: &krate,
+                id: *id,
+                body,
+                fx,
+                states: query::states(body, fx),
+                detached: query::detached(body, fx),
+                enter_of: enter_of(body),
+            };
+            for (_, check) in &checks {
+                check(&cx, &mut out);
+            }
+        }
+    }
+    // Suppressions.
+    let mut used = vec![Vec::new(); files.len()];
+    for (fi, f) in files.iter().enumerate() {
+        used[fi] = vec![false; f.suppressions.len()];
+    }
+    out.retain(|d| {
+        let Some(fi) = files.iter().position(|f| f.path == d.primary.file) else {
+            return true;
+        };
+        let line = d.primary.start.line;
+        let mut keep = true;
+        for (si, s) in files[fi].suppressions.iter().enumerate() {
+            if s.rules.iter().any(|r| r == d.rule) && line >= s.first_line && line <= s.last_line {
+                used[fi][si] = true;
+                keep = false;
+            }
+        }
+        keep
+    });
+    if enabled("unused-suppression") {
+        for (fi, f) in files.iter().enumerate() {
+            for (si, s) in f.suppressions.iter().enumerate() {
+                if used[fi][si] {
+                    continue;
+                }
+                let known = s.rules.iter().all(|r| crate::registry::find(r).is_some());
+                if known && !s.rules.iter().any(|r| enabled(r)) {
+                    continue;
+                }
+                let message = if known {
+                    format!("`allow({})` suppresses nothing", s.rules.join(", "))
+                } else {
+                    let unknown: Vec<&str> = s
+                        .rules
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|r| crate::registry::find(r).is_none())
+                        .collect();
+                    format!(
+                        "unknown rule `{}` in `staleguard: allow(..)`",
+                        unknown.join("`, `")
+                    )
+                };
+                out.push(Diagnostic {
+                    rule: "unused-suppression",
+                    level: Level::Warning,
+                    message,
+                    primary: to_span(&f.path, s.sp),
+                    primary_label: None,
+                    labels: Vec::new(),
+                    help: Some(
+                        "remove the comment, or move it to the line the finding is reported on"
+                            .to_string(),
+                    ),
+                    notes: Vec::new(),
+                    function: None,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (&a.primary.file, a.primary.start, a.rule, &a.message).cmp(&(
+            &b.primary.file,
+            b.primary.start,
+            b.rule,
+            &b.message,
+        ))
+    });
+    out.dedup_by(|a, b| a.rule == b.rule && a.primary == b.primary && a.message == b.message);
+    out
+}
+
+fn bound(body: &Body, call: usize) -> bool {
+    body.events
+        .iter()
+        .any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.last() == Some(&(call as u32))))
+}
+
+fn enter_of(body: &Body) -> Vec<Option<u32>> {
+    let mut out = vec![None; body.events.len()];
+    let mut stack = Vec::new();
+    for (i, ev) in body.events.iter().enumerate() {
+        match ev.kind {
+            Ev::Enter(_) => stack.push(i as u32),
+            Ev::Leave => out[i] = stack.pop(),
+            _ => {}
+        }
+    }
+    out
+}

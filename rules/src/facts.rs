@@ -1,0 +1,104 @@
+//! Crate-wide facts, merged from every lowered file: functions and methods with their impl type,
+//! struct field types, `use` aliases, consts holding SQL, trait implementations.
+
+use crate::ir::{Body, FileIr, TypeRef};
+use crate::sql::SqlInfo;
+use std::collections::HashMap;
+
+/// A body's global index: file index and body index in that file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BodyId {
+    pub file: u32,
+    pub body: u32,
+}
+
+/// Everything known about the crate (or workspace) being checked.
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub structs: HashMap<String, Vec<(String, TypeRef)>>,
+    pub sql_consts: HashMap<String, SqlInfo>,
+    pub str_consts: HashMap<String, String>,
+    /// Trait name to the types implementing it in the crate.
+    pub trait_impls: HashMap<String, Vec<String>>,
+    /// A fn's ident to every body with that ident.
+    pub fns: HashMap<String, Vec<BodyId>>,
+    /// Per file: `use` aliases.
+    pub uses: Vec<HashMap<String, String>>,
+}
+
+impl Facts {
+    pub fn collect<'a>(files: impl Iterator<Item = &'a FileIr>) -> Facts {
+        let mut f = Facts::default();
+        for (fi, file) in files.enumerate() {
+            for (name, fields) in &file.facts.structs {
+                f.structs
+                    .entry(name.clone())
+                    .or_insert_with(|| fields.clone());
+            }
+            for (name, info) in &file.facts.sql_consts {
+                f.sql_consts.insert(name.clone(), info.clone());
+            }
+            for (name, s) in &file.facts.str_consts {
+                f.str_consts.insert(name.clone(), s.clone());
+            }
+            for (t, ty) in &file.facts.trait_impls {
+                f.trait_impls.entry(t.clone()).or_default().push(ty.clone());
+            }
+            let mut uses = HashMap::new();
+            for (alias, full) in &file.facts.uses {
+                uses.insert(alias.clone(), full.clone());
+            }
+            f.uses.push(uses);
+            for (bi, b) in file.bodies.iter().enumerate() {
+                f.fns.entry(b.ident.clone()).or_default().push(BodyId {
+                    file: fi as u32,
+                    body: bi as u32,
+                });
+            }
+        }
+        f
+    }
+
+    /// The type of `ty.field`, following struct facts.
+    pub fn field_type(&self, ty: &str, field: &str) -> Option<&TypeRef> {
+        self.structs
+            .get(ty)?
+            .iter()
+            .find(|(n, _)| n == field)
+            .map(|(_, t)| t)
+    }
+
+    /// Resolves the first segment of a path through the file's `use` aliases.
+    pub fn resolve(&self, file: u32, path: &str) -> String {
+        let (head, rest) = match path.find("::") {
+            Some(i) => (&path[..i], &path[i..]),
+            None => (path, ""),
+        };
+        match self.uses.get(file as usize).and_then(|u| u.get(head)) {
+            Some(full) => format!("{full}{rest}"),
+            None => path.to_string(),
+        }
+    }
+
+    /// Bodies that a method named `method` on type `ty` may run: inherent and trait impls on
+    /// `ty`, or every implementation when `ty` is a trait of the crate.
+    pub fn methods(&self, bodies: &[&[Body]], ty: &str, method: &str) -> Vec<BodyId> {
+        let Some(cands) = self.fns.get(method) else {
+            return Vec::new();
+        };
+        let impls = self.trait_impls.get(ty);
+        cands
+            .iter()
+            .copied()
+            .filter(|id| {
+                let b = &bodies[id.file as usize][id.body as usize];
+                b.self_ty.as_deref() == Some(ty)
+                    || b.trait_name.as_deref() == Some(ty)
+                    || impls.is_some_and(|tys| {
+                        b.self_ty.as_ref().is_some_and(|s| tys.contains(s))
+                            && b.trait_name.as_deref() == Some(ty)
+                    })
+            })
+            .collect()
+    }
+}

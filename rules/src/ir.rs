@@ -1,0 +1,225 @@
+//! The effect-trace IR: what lowering produces from each function body and what every later stage
+//! (classification, summaries, rules) reads. It holds no syntax tree and is `Send + Sync`.
+//!
+//! A body is a flat, ordered list of [`Event`]s. Structure that matters for the rules is kept with
+//! paired [`Ev::Enter`] / [`Ev::Leave`] markers (branches, loops, closures, async blocks), and guard
+//! lifetimes with [`Ev::Drop`] at scope end or `drop(x)`.
+
+use crate::sql::SqlInfo;
+
+/// A compact source range: byte offsets and 1-based line / 1-based char column.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Sp {
+    pub lo: u32,
+    pub hi: u32,
+    pub line: u32,
+    pub col: u32,
+    pub end_line: u32,
+    pub end_col: u32,
+}
+
+/// A type as written, flattened to the paths it mentions in pre-order:
+/// `Arc<Mutex<HashMap<Uuid, Order>>>` is `["Arc", "Mutex", "HashMap", "Uuid", "Order"]`,
+/// `Arc<dyn PaymentGateway + Send>` is `["Arc", "dyn PaymentGateway", "Send"]`.
+pub type TypeRef = Vec<String>;
+
+/// One lowered file.
+#[derive(Debug, Clone, Default)]
+pub struct FileIr {
+    pub bodies: Vec<Body>,
+    pub facts: FileFacts,
+    /// Line ranges of items (attributes included), for item-level suppressions.
+    pub items: Vec<(u32, u32)>,
+}
+
+/// Crate-wide facts contributed by one file.
+#[derive(Debug, Clone, Default)]
+pub struct FileFacts {
+    /// Struct name and its named fields with their types.
+    pub structs: Vec<(String, Vec<(String, TypeRef)>)>,
+    /// `use` aliases: the name in scope and the full path it stands for.
+    pub uses: Vec<(String, String)>,
+    /// Consts and statics holding SQL text.
+    pub sql_consts: Vec<(String, SqlInfo)>,
+    /// Consts and statics holding other short strings (redis keys, prefixes).
+    pub str_consts: Vec<(String, String)>,
+    /// `impl Trait for Type` pairs.
+    pub trait_impls: Vec<(String, String)>,
+}
+
+/// One function, method or trait default method.
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// Display name: `Type::method` or `function`.
+    pub name: String,
+    pub ident: String,
+    pub self_ty: Option<String>,
+    pub trait_name: Option<String>,
+    /// The fn's name token.
+    pub sp: Sp,
+    pub is_async: bool,
+    /// Under `#[staleguard::fenced(..)]` with arguments that parse.
+    pub fenced: bool,
+    /// Under `#[staleguard::idempotent(..)]` with arguments that parse.
+    pub idempotent: bool,
+    pub params: Vec<(String, TypeRef)>,
+    pub ret: TypeRef,
+    pub events: Vec<Event>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub sp: Sp,
+    pub kind: Ev,
+}
+
+/// The event kinds. Calls are kept raw here; [`crate::kb`] classifies them at check time, when
+/// crate-wide facts (field types, other files' functions) are known.
+#[derive(Debug, Clone)]
+pub enum Ev {
+    /// A call chain (`self.http.post(url).json(&b).send().await?`) as one event.
+    Call(Box<Call>),
+    /// `let pat = init;` — the names bound, the locals the init reads, the calls in the init.
+    Bind(Box<Bind>),
+    /// `target = value` (also `+=` and friends); `target` is a dotted path (`g.balance`, `*g` is `g`).
+    Assign {
+        target: String,
+        deps: Vec<String>,
+        calls: Vec<u32>,
+    },
+    /// A test: `if`, `match` scrutinee, match guard, `let else`, `assert!`/`ensure!`, `?` on a check.
+    Cond {
+        deps: Vec<String>,
+        calls: Vec<u32>,
+    },
+    /// `return`, `break`, `continue`.
+    Exit,
+    /// A local goes out of scope or is passed to `drop`.
+    Drop {
+        name: String,
+    },
+    Enter(Region),
+    Leave,
+}
+
+#[derive(Debug, Clone)]
+pub struct Bind {
+    pub names: Vec<String>,
+    pub ty: Option<TypeRef>,
+    pub deps: Vec<String>,
+    pub calls: Vec<u32>,
+    /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
+    pub strs: Vec<String>,
+    /// SQL text in the init (`let sql = format!("UPDATE ..")`).
+    pub sql: Option<SqlInfo>,
+    /// A struct literal in the init.
+    pub lit: Option<StructLit>,
+    /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
+    pub closure: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Region {
+    /// An `if` / `else` / match arm / `let else` block; `diverges` when it always leaves the
+    /// function or loop (`return`, `?`-less `bail!`, `continue`, `panic!`).
+    Branch {
+        diverges: bool,
+    },
+    Loop,
+    /// A closure or async block; `call` is the index of the call event it is an argument of.
+    Closure {
+        call: Option<u32>,
+    },
+}
+
+/// A call chain: a root (receiver path or function path) and its method steps.
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    /// The receiver path when the chain starts at a place: `["self", "http"]`, `["tx"]`.
+    pub recv: Vec<String>,
+    /// The function path when the chain starts with a call or macro: `["sqlx", "query"]`,
+    /// `["sqlx", "query!"]`. Its call is `steps[0]`.
+    pub func: Vec<String>,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub name: String,
+    pub args: Vec<Arg>,
+    /// `.await` directly after this step.
+    pub awaited: bool,
+    /// `?` after this step (and its await).
+    pub tried: bool,
+    pub sp: Sp,
+}
+
+/// What the classifier needs to know about one argument.
+#[derive(Debug, Clone, Default)]
+pub struct Arg {
+    /// Dotted places read (`order.id`, `self.db`, `tx`).
+    pub paths: Vec<String>,
+    /// Short string literals (also the literal of a `format!`).
+    pub strs: Vec<String>,
+    pub sql: Option<SqlInfo>,
+    /// Columns compared with `.eq(..)` & co. (diesel / sea-orm filters and `.set(..)`).
+    pub eq_cols: Vec<String>,
+    /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
+    pub calls: Vec<String>,
+    pub closure: bool,
+    pub lit: Option<StructLit>,
+    /// `&mut *x`, `&mut x`, `x.as_mut()`.
+    pub mut_borrow: bool,
+    /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
+    pub ev: Option<u32>,
+}
+
+/// `Type { field, other: .. }` with the field names (shorthand and explicit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StructLit {
+    pub ty: String,
+    pub fields: Vec<String>,
+}
+
+impl Call {
+    /// The last path segment of the function root, or the first step's name.
+    pub fn head(&self) -> &str {
+        self.steps.first().map(|s| s.name.as_str()).unwrap_or("")
+    }
+
+    pub fn last(&self) -> Option<&Step> {
+        self.steps.last()
+    }
+
+    pub fn awaited(&self) -> bool {
+        self.steps.iter().any(|s| s.awaited)
+    }
+
+    pub fn tried(&self) -> bool {
+        self.steps.iter().any(|s| s.tried)
+    }
+
+    pub fn has_step(&self, name: &str) -> bool {
+        self.steps.iter().any(|s| s.name == name)
+    }
+
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+
+    /// The first SQL text in any argument.
+    pub fn sql(&self) -> Option<&SqlInfo> {
+        self.steps
+            .iter()
+            .flat_map(|s| &s.args)
+            .find_map(|a| a.sql.as_ref())
+    }
+
+    pub fn all_args(&self) -> impl Iterator<Item = &Arg> {
+        self.steps.iter().flat_map(|s| &s.args)
+    }
+
+    pub fn func_last(&self) -> &str {
+        self.func.last().map(String::as_str).unwrap_or("")
+    }
+}

@@ -1,0 +1,343 @@
+//! Databases: transactions (begin / commit / rollback / closures) and reads and writes through
+//! sqlx, tokio-postgres, deadpool / bb8 connections (by SQL text), diesel and sea-orm builders.
+
+use super::names::{is_operation_identity, is_token_name};
+use super::{Class, Cx, Eff, K};
+use crate::ir::Call;
+use crate::sql::{SqlInfo, SqlKind, is_plain_key};
+
+const EXEC_STEPS: &[&str] = &[
+    "execute",
+    "fetch",
+    "fetch_one",
+    "fetch_optional",
+    "fetch_all",
+    "query",
+    "query_one",
+    "query_opt",
+    "query_raw",
+    "execute_raw",
+    "batch_execute",
+    "simple_query",
+    "exec",
+    "one",
+    "all",
+    "get_result",
+    "get_results",
+    "load",
+    "first",
+    "fetch_many",
+    "query_typed",
+    "prepare",
+    "prepare_cached",
+    "exec_with_returning",
+    "query_row",
+];
+
+fn db_recv(recv: &Class) -> bool {
+    matches!(recv, Class::Db | Class::DbTx)
+}
+
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+    let head = call.head();
+    let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
+    let recv_local = call.recv.join(".");
+
+    // Transaction control.
+    if call.func.is_empty() {
+        if let Some(s) = call.steps.iter().find(|s| {
+            matches!(
+                s.name.as_str(),
+                "transaction" | "transaction_with" | "in_transaction" | "run" | "transaction_async"
+            )
+        }) && s.args.iter().any(|a| a.closure)
+            && (s.name != "run" || call.has_step("build_transaction"))
+            && !matches!(recv, Class::Redis | Class::Http | Class::Channel)
+        {
+            return Some(Eff::new(K::TxClosure, "runs a transaction closure"));
+        }
+        let begin = call.steps.iter().any(|s| {
+            matches!(
+                s.name.as_str(),
+                "begin"
+                    | "begin_with"
+                    | "start_transaction"
+                    | "begin_transaction"
+                    | "begin_immediate"
+            ) || (s.name == "transaction" && s.args.is_empty())
+                || (s.name == "start" && call.has_step("build_transaction"))
+        });
+        if begin
+            && (db_recv(recv)
+                || call.awaited()
+                || matches!(recv, Class::Unknown(_) | Class::User(_)))
+            && !matches!(
+                recv,
+                Class::Redis | Class::Http | Class::Channel | Class::Mutex
+            )
+        {
+            // `pool.begin()` / `client.transaction()`: only with DB evidence or an await.
+            if db_recv(recv) || call.awaited() {
+                return Some(Eff::new(K::TxBegin, "begins a transaction"));
+            }
+        }
+        if call.steps.len() <= 3
+            && matches!(head, "commit" | "rollback")
+            && call.steps[0].args.is_empty()
+            && (*recv == Class::DbTx || !call.recv.is_empty())
+            && *recv != Class::Broker
+        {
+            let mut e = Eff::new(
+                if head == "commit" {
+                    K::TxCommit
+                } else {
+                    K::TxRollback
+                },
+                if head == "commit" {
+                    "commits"
+                } else {
+                    "rolls back"
+                },
+            );
+            e.on = Some(recv_local.clone());
+            return Some(e);
+        }
+    }
+
+    // SQL text.
+    if let Some(sql) = cx.call_sql(call) {
+        let executes = call
+            .steps
+            .iter()
+            .any(|s| EXEC_STEPS.contains(&s.name.as_str()))
+            || call.func_last().ends_with('!')
+            || matches!(
+                call.func_last(),
+                "query"
+                    | "query_as"
+                    | "query_scalar"
+                    | "query_with"
+                    | "query_as_with"
+                    | "query_scalar_with"
+            );
+        if executes {
+            return Some(sql_eff(&sql, call));
+        }
+    }
+
+    // diesel: `diesel::update(..).set(..).filter(..).execute(conn)` & friends.
+    let flast = call.func_last();
+    if !call.func.is_empty()
+        && matches!(
+            flast,
+            "update" | "insert_into" | "delete" | "replace_into" | "insert_or_ignore_into"
+        )
+        && (call.func.len() == 1 || call.func[0] == "diesel")
+        && call.steps.iter().skip(1).any(|s| {
+            matches!(
+                s.name.as_str(),
+                "execute" | "get_result" | "get_results" | "returning" | "set" | "values"
+            )
+        })
+    {
+        let table = call.steps[0]
+            .args
+            .first()
+            .and_then(|a| a.paths.first())
+            .map(|p| table_of(p));
+        let mut where_cols: Vec<String> = Vec::new();
+        for s in &call.steps {
+            if matches!(s.name.as_str(), "filter" | "or_filter") {
+                for a in &s.args {
+                    where_cols.extend(a.eq_cols.iter().cloned());
+                }
+            }
+        }
+        for a in &call.steps[0].args {
+            where_cols.extend(a.eq_cols.iter().cloned());
+            if a.calls.is_empty() && !a.paths.is_empty() {
+                // `update(orders.find(id))`: the key.
+            }
+        }
+        let kind_word = match flast {
+            "update" => "runs a diesel `update`",
+            "delete" => "runs a diesel `delete`",
+            _ => "runs a diesel insert",
+        };
+        let mut e = Eff::new(K::Write, kind_word).with_table(table.clone());
+        e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
+        e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+        e.delete = flast == "delete";
+        e.token = table.as_deref().is_some_and(is_token_name);
+        return Some(e);
+    }
+    // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
+    if call.func.is_empty()
+        && !call.recv.is_empty()
+        && matches!(
+            last,
+            "first" | "load" | "get_result" | "get_results" | "load_iter"
+        )
+        && call.last().is_some_and(|s| s.args.len() == 1)
+        && !matches!(recv, Class::Collection | Class::Channel)
+        && (call.recv.len() == 1 || call.recv.last().is_some_and(|p| p == "table"))
+        && call.steps.len() >= 2
+    {
+        let mut e =
+            Eff::new(K::Read, "loads rows with diesel").with_table(Some(table_of(&call.recv[0])));
+        e.locking = call.steps.iter().any(|s| {
+            matches!(
+                s.name.as_str(),
+                "for_update" | "for_no_key_update" | "for_share"
+            )
+        });
+        return Some(e);
+    }
+
+    // sea-orm: `Entity::find_by_id(id).one(db)`, `Entity::update_many()..exec(db)`, `model.update(db)`.
+    if call.func.len() >= 2 {
+        let entity = table_of(&call.func[call.func.len() - 2]);
+        let entity = if entity == "entity" && call.func.len() >= 3 {
+            table_of(&call.func[call.func.len() - 3])
+        } else {
+            entity
+        };
+        match flast {
+            "find" | "find_by_id" | "find_related" => {
+                if call.steps.iter().skip(1).any(|s| {
+                    matches!(
+                        s.name.as_str(),
+                        "one" | "all" | "stream" | "count" | "paginate"
+                    )
+                }) {
+                    let mut e = Eff::new(K::Read, format!("reads `{entity}` with sea-orm"))
+                        .with_table(Some(entity));
+                    e.locking = call.steps.iter().any(|s| {
+                        matches!(
+                            s.name.as_str(),
+                            "lock_exclusive" | "lock_shared" | "lock" | "lock_with_behavior"
+                        )
+                    });
+                    return Some(e);
+                }
+            }
+            "update_many" | "update" | "delete_many" | "delete_by_id" | "delete" | "insert"
+            | "insert_many" => {
+                if call.steps.iter().skip(1).any(|s| {
+                    matches!(
+                        s.name.as_str(),
+                        "exec" | "exec_with_returning" | "exec_without_returning"
+                    )
+                }) {
+                    let mut where_cols = Vec::new();
+                    for s in &call.steps {
+                        if s.name == "filter" {
+                            for a in &s.args {
+                                where_cols.extend(a.eq_cols.iter().cloned());
+                            }
+                        }
+                    }
+                    if matches!(flast, "delete_by_id") {
+                        where_cols.push("id".into());
+                    }
+                    let mut e = Eff::new(K::Write, format!("writes `{entity}` with sea-orm"))
+                        .with_table(Some(entity.clone()));
+                    e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
+                    e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+                    e.delete = flast.starts_with("delete");
+                    e.token = is_token_name(&entity);
+                    return Some(e);
+                }
+            }
+            _ => {}
+        }
+    }
+    // sea-orm active models: `order.update(db).await`, `.insert(db)`, `.save(db)`, `.delete(db)`.
+    if call.func.is_empty()
+        && call.steps.len() == 1
+        && matches!(head, "update" | "insert" | "save" | "delete")
+        && call.steps[0].args.len() == 1
+        && call.steps[0].awaited
+        && !matches!(
+            recv,
+            Class::Collection
+                | Class::Channel
+                | Class::Redis
+                | Class::Http
+                | Class::User(_)
+                | Class::Trait(_)
+        )
+    {
+        let mut e = Eff::new(K::Write, format!("runs `{head}` on an active model"));
+        e.delete = head == "delete";
+        return Some(e);
+    }
+    None
+}
+
+/// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
+pub fn table_of(path: &str) -> String {
+    let first = path
+        .split(['.', ':'])
+        .find(|s| !s.is_empty())
+        .unwrap_or(path);
+    normalize_table(first)
+}
+
+pub fn normalize_table(t: &str) -> String {
+    let mut s = String::new();
+    for (i, c) in t.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            s.push('_');
+        }
+        s.push(c.to_ascii_lowercase());
+    }
+    let s = s.strip_suffix("_entity").unwrap_or(&s).to_string();
+    let s = s
+        .strip_suffix("es")
+        .filter(|x| x.ends_with("ss") || x.ends_with("sh") || x.ends_with("ch"))
+        .map(str::to_string)
+        .unwrap_or(s);
+    s.strip_suffix('s').map(str::to_string).unwrap_or(s)
+}
+
+fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
+    let table = sql.table().map(normalize_table);
+    let verb = match sql.kind {
+        SqlKind::Select => "SELECT",
+        SqlKind::Update => "UPDATE",
+        SqlKind::Insert => "INSERT",
+        SqlKind::Delete => "DELETE",
+        SqlKind::Begin => "BEGIN",
+        SqlKind::Commit => "COMMIT",
+        SqlKind::Rollback => "ROLLBACK",
+        SqlKind::Other => "SQL",
+    };
+    let what = match sql.table() {
+        Some(t) => format!("runs `{verb}` on `{t}`"),
+        None => format!("runs `{verb}`"),
+    };
+    let kind = match sql.kind {
+        SqlKind::Select => K::Read,
+        SqlKind::Update | SqlKind::Delete => K::Write,
+        SqlKind::Insert => {
+            if sql.on_conflict_nothing {
+                K::Claim
+            } else {
+                K::Write
+            }
+        }
+        SqlKind::Begin => K::TxBegin,
+        SqlKind::Commit => K::TxCommit,
+        SqlKind::Rollback => K::TxRollback,
+        SqlKind::Other => K::Write,
+    };
+    let mut e = Eff::new(kind, what).with_table(table);
+    e.locking = sql.locking;
+    e.conditional = sql.is_conditional();
+    e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
+    e.delete = sql.kind == SqlKind::Delete;
+    e.token = sql.tables.iter().any(|t| is_token_name(t));
+    let _ = call;
+    e
+}

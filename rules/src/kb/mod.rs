@@ -1,0 +1,644 @@
+//! The knowledge base: classifies each call event of a body into effects (lock, transaction,
+//! state read / write, remote call, token claim, spawn, sleep, schedule) from evidence — receiver
+//! types, `.await`, SQL text, known crate APIs — and names last.
+//!
+//! Calls to the crate's own functions are resolved to their bodies here; what those bodies do is
+//! filled in later by [`crate::summary`].
+
+mod db;
+pub mod names;
+mod net;
+mod redis;
+mod sync;
+pub mod types;
+
+use crate::Knowledge;
+use crate::facts::{BodyId, Facts};
+use crate::ir::{Body, Call, Ev, StructLit};
+use crate::sql::SqlInfo;
+use std::collections::HashMap;
+pub use types::Class;
+
+/// What a call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum K {
+    Lock,
+    TxBegin,
+    TxCommit,
+    TxRollback,
+    /// `conn.transaction(|c| ..)`: the closure argument runs inside a transaction.
+    TxClosure,
+    Read,
+    Write,
+    Remote,
+    /// `tokio::spawn` & co.: closure arguments run detached.
+    Spawn,
+    Sleep,
+    /// A delayed task or job (`DelayQueue::insert`, `enqueue_in`).
+    Schedule,
+    /// An atomic claim of a key (`SET NX`, `INSERT .. ON CONFLICT DO NOTHING`, Lua script,
+    /// `GETDEL`).
+    Claim,
+}
+
+/// One classified effect of a call event.
+#[derive(Debug, Clone)]
+pub struct Eff {
+    pub kind: K,
+    /// Table, entity, redis key or in-memory place the effect touches.
+    pub table: Option<String>,
+    /// `SELECT .. FOR UPDATE` and ORM equivalents.
+    pub locking: bool,
+    /// A write whose filter tests more than the key.
+    pub conditional: bool,
+    /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
+    pub ident_guard: bool,
+    pub delete: bool,
+    /// Concerns an idempotency key / one-time token.
+    pub token: bool,
+    /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
+    pub what: String,
+    /// The local a commit / rollback applies to.
+    pub on: Option<String>,
+    /// The callee whose summary gives this effect.
+    pub via: Option<BodyId>,
+    /// Schedule payload: field or captured names, and the payload's struct type.
+    pub payload: Vec<String>,
+    pub payload_ty: Option<String>,
+}
+
+impl Eff {
+    pub fn new(kind: K, what: impl Into<String>) -> Eff {
+        Eff {
+            kind,
+            table: None,
+            locking: false,
+            conditional: false,
+            ident_guard: false,
+            delete: false,
+            token: false,
+            what: what.into(),
+            on: None,
+            via: None,
+            payload: Vec::new(),
+            payload_ty: None,
+        }
+    }
+
+    pub fn with_table(mut self, t: Option<String>) -> Eff {
+        self.table = t;
+        self
+    }
+}
+
+/// The classified effects of one body: per event, its direct effects, and the crate bodies a
+/// call may run.
+#[derive(Debug, Default, Clone)]
+pub struct BodyEffects {
+    pub effs: Vec<Vec<Eff>>,
+    pub callees: Vec<Vec<BodyId>>,
+    /// Locals known to hold a transaction, a guard, a state read's result.
+    pub classes: HashMap<String, Class>,
+}
+
+/// Per-body classification context.
+pub(crate) struct Cx<'a> {
+    pub facts: &'a Facts,
+    pub knowledge: &'a Knowledge,
+    pub bodies: &'a [&'a [Body]],
+    pub file: u32,
+    pub body: &'a Body,
+    pub env: HashMap<String, Class>,
+    pub sql_locals: HashMap<String, SqlInfo>,
+    pub str_locals: HashMap<String, Vec<String>>,
+    pub lit_locals: HashMap<String, StructLit>,
+}
+
+/// Classifies every call event of a body.
+pub fn classify_body(
+    facts: &Facts,
+    knowledge: &Knowledge,
+    bodies: &[&[Body]],
+    file: u32,
+    body: &Body,
+) -> BodyEffects {
+    let mut cx = Cx {
+        facts,
+        knowledge,
+        bodies,
+        file,
+        body,
+        env: HashMap::new(),
+        sql_locals: HashMap::new(),
+        str_locals: HashMap::new(),
+        lit_locals: HashMap::new(),
+    };
+    for (name, ty) in &body.params {
+        let class = types::class_of(ty, facts, file);
+        cx.env.insert(name.clone(), class);
+    }
+    let n = body.events.len();
+    let mut out = BodyEffects {
+        effs: vec![Vec::new(); n],
+        callees: vec![Vec::new(); n],
+        classes: HashMap::new(),
+    };
+    for (i, ev) in body.events.iter().enumerate() {
+        match &ev.kind {
+            Ev::Call(call) => {
+                let (effs, callees) = cx.classify(call);
+                out.effs[i] = effs;
+                out.callees[i] = callees;
+            }
+            Ev::Bind(b) => {
+                let class = if let Some(ty) = &b.ty {
+                    Some(types::class_of(ty, facts, file))
+                } else if let Some(&last) = b.calls.last() {
+                    let last = last as usize;
+                    match &body.events[last].kind {
+                        Ev::Call(c) => cx.result_class(c, &out.effs[last]),
+                        _ => None,
+                    }
+                } else if b.deps.len() == 1 {
+                    cx.place_class(&b.deps[0].split('.').map(str::to_string).collect::<Vec<_>>())
+                } else {
+                    b.lit.as_ref().map(|l| Class::User(l.ty.clone()))
+                };
+                for name in &b.names {
+                    match &class {
+                        Some(c) if b.names.len() == 1 || *c == Class::Channel => {
+                            cx.env.insert(name.clone(), c.clone());
+                        }
+                        _ => {
+                            cx.env.remove(name);
+                        }
+                    }
+                    if let Some(sql) = &b.sql {
+                        cx.sql_locals.insert(name.clone(), sql.clone());
+                    }
+                    if !b.strs.is_empty() {
+                        cx.str_locals.insert(name.clone(), b.strs.clone());
+                    } else if b.deps.len() == 1
+                        && let Some(s) = cx.str_locals.get(&b.deps[0]).cloned()
+                    {
+                        cx.str_locals.insert(name.clone(), s);
+                    }
+                    if let Some(l) = &b.lit {
+                        cx.lit_locals.insert(name.clone(), l.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out.classes = cx.env;
+    out
+}
+
+impl Cx<'_> {
+    /// The class of a place: `self`, `self.db`, `state.http`, a local.
+    pub fn place_class(&self, parts: &[String]) -> Option<Class> {
+        let first = parts.first()?;
+        let mut class = if first == "self" {
+            self.body.self_ty.clone().map(Class::User)?
+        } else if let Some(c) = self.env.get(first) {
+            c.clone()
+        } else if parts.len() == 1 {
+            return None;
+        } else {
+            return None;
+        };
+        for field in &parts[1..] {
+            let ty_name = match &class {
+                Class::User(t) => t.clone(),
+                _ => return Some(Class::Unknown(field.clone())),
+            };
+            match self.facts.field_type(&ty_name, field) {
+                Some(ty) => class = types::class_of(ty, self.facts, self.file),
+                None => return Some(Class::Unknown(field.clone())),
+            }
+        }
+        Some(class)
+    }
+
+    /// The class of a call's receiver.
+    pub fn recv_class(&self, call: &Call) -> Class {
+        if call.recv.is_empty() {
+            return Class::Unknown(String::new());
+        }
+        self.place_class(&call.recv)
+            .unwrap_or_else(|| Class::Unknown(call.recv.last().cloned().unwrap_or_default()))
+    }
+
+    /// String literals reaching an argument (directly, through a local, or a const).
+    pub fn arg_strs(&self, arg: &crate::ir::Arg) -> Vec<String> {
+        let mut out = arg.strs.clone();
+        for p in &arg.paths {
+            if let Some(s) = self.str_locals.get(p) {
+                out.extend(s.iter().cloned());
+            }
+            if let Some(s) = self.facts.str_consts.get(p) {
+                out.push(s.clone());
+            }
+            out.push(p.clone());
+        }
+        out
+    }
+
+    /// SQL reaching any argument of the call.
+    pub fn call_sql(&self, call: &Call) -> Option<SqlInfo> {
+        if let Some(s) = call.sql() {
+            return Some(s.clone());
+        }
+        for a in call.all_args() {
+            for p in &a.paths {
+                if let Some(s) = self.sql_locals.get(p) {
+                    return Some(s.clone());
+                }
+                let last = p.rsplit('.').next().unwrap_or(p);
+                if let Some(s) = self.facts.sql_consts.get(last) {
+                    return Some(s.clone());
+                }
+            }
+        }
+        None
+    }
+
+    fn classify(&self, call: &Call) -> (Vec<Eff>, Vec<BodyId>) {
+        let recv = self.recv_class(call);
+        if let Some(e) = self.knowledge_eff(call, &recv) {
+            return (vec![e], Vec::new());
+        }
+        let mut effs = Vec::new();
+        for f in [sync::classify, db::classify, redis::classify, net::classify] {
+            if let Some(e) = f(self, call, &recv) {
+                effs.push(e);
+                break;
+            }
+        }
+        let callees = if effs.is_empty() {
+            self.resolve(call, &recv)
+        } else {
+            Vec::new()
+        };
+        if effs.is_empty()
+            && callees.is_empty()
+            && let Some(e) = net::by_name(self, call, &recv)
+        {
+            effs.push(e);
+        }
+        (effs, callees)
+    }
+
+    /// The class of a value bound from a call.
+    fn result_class(&self, call: &Call, effs: &[Eff]) -> Option<Class> {
+        for e in effs {
+            match e.kind {
+                K::TxBegin => return Some(Class::DbTx),
+                K::Lock => return Some(Class::Guard),
+                _ => {}
+            }
+        }
+        let func = call.func.join("::");
+        let resolved = if func.is_empty() {
+            String::new()
+        } else {
+            self.facts.resolve(self.file, &func)
+        };
+        let lower = resolved.to_ascii_lowercase();
+        let head = call.head();
+        if lower.contains("channel")
+            && (lower.contains("mpsc")
+                || lower.contains("broadcast")
+                || lower.contains("flume")
+                || lower.starts_with("channel"))
+            || lower.ends_with("unbounded_channel")
+        {
+            return Some(Class::Channel);
+        }
+        if lower.contains("delayqueue") {
+            return Some(Class::DelayQueue);
+        }
+        if lower.contains("reqwest") || lower.contains("hyper") {
+            return Some(Class::Http);
+        }
+        if lower.contains("redis") {
+            return Some(Class::Redis);
+        }
+        if lower.contains("aws_sdk") {
+            return Some(Class::Aws);
+        }
+        if call.has_step("get_multiplexed_async_connection")
+            || call.has_step("get_async_connection")
+            || call.has_step("get_multiplexed_tokio_connection")
+            || call.has_step("get_connection_manager")
+        {
+            return Some(Class::Redis);
+        }
+        let recv = self.recv_class(call);
+        if matches!(
+            head,
+            "get"
+                | "acquire"
+                | "get_conn"
+                | "connect"
+                | "get_owned"
+                | "clone"
+                | "as_ref"
+                | "begin"
+                | "deref"
+        ) || call.steps.iter().all(|s| {
+            matches!(
+                s.name.as_str(),
+                "clone" | "as_ref" | "get" | "acquire" | "unwrap" | "expect"
+            )
+        }) {
+            match recv {
+                Class::Db
+                | Class::Redis
+                | Class::Http
+                | Class::Grpc
+                | Class::Aws
+                | Class::Broker
+                | Class::Mutex
+                | Class::RwLock => {
+                    return Some(recv);
+                }
+                Class::User(_) | Class::Trait(_)
+                    if call.steps.iter().all(|s| s.name == "clone") =>
+                {
+                    return Some(recv);
+                }
+                _ => {}
+            }
+        }
+        if call.func.len() >= 2 {
+            let ty = &call.func[call.func.len() - 2];
+            if matches!(
+                call.func_last(),
+                "new" | "default" | "builder" | "connect" | "open" | "from_env" | "from_conf"
+            ) {
+                let c = types::class_of(&vec![ty.clone()], self.facts, self.file);
+                if !matches!(c, Class::Unknown(_)) {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
+
+    fn knowledge_eff(&self, call: &Call, recv: &Class) -> Option<Eff> {
+        let k = self.knowledge;
+        let lists: [(&Vec<String>, K, &str); 8] = [
+            (
+                &k.remote_calls,
+                K::Remote,
+                "makes a remote call (configured)",
+            ),
+            (&k.locks, K::Lock, "takes a lock (configured)"),
+            (
+                &k.transactions,
+                K::TxBegin,
+                "begins a transaction (configured)",
+            ),
+            (&k.state_reads, K::Read, "reads state (configured)"),
+            (&k.state_writes, K::Write, "writes state (configured)"),
+            (&k.token_checks, K::Read, "checks a token (configured)"),
+            (&k.token_deletes, K::Write, "deletes a token (configured)"),
+            (
+                &k.schedulers,
+                K::Schedule,
+                "schedules a delayed task (configured)",
+            ),
+        ];
+        for (i, (list, kind, what)) in lists.iter().enumerate() {
+            for name in list.iter() {
+                if self.matches_name(call, recv, name) {
+                    let mut e = Eff::new(*kind, *what);
+                    if i == 5 || i == 6 {
+                        e.token = true;
+                        e.delete = i == 6;
+                    }
+                    if *kind == K::Schedule {
+                        self.fill_payload(call, &mut e);
+                    }
+                    return Some(e);
+                }
+            }
+        }
+        None
+    }
+
+    /// `charge`, `PaymentGateway::charge`, `payments::charge`.
+    fn matches_name(&self, call: &Call, recv: &Class, name: &str) -> bool {
+        let (qual, method) = match name.rsplit_once("::") {
+            Some((q, m)) => (Some(q.rsplit("::").next().unwrap_or(q)), m),
+            None => (None, name),
+        };
+        if !call.func.is_empty() && call.func_last() == method {
+            return match qual {
+                None => true,
+                Some(q) => call.func.iter().rev().nth(1).is_some_and(|s| s == q),
+            };
+        }
+        for s in call.steps.iter().skip(usize::from(!call.func.is_empty())) {
+            if s.name == method {
+                return match (qual, recv) {
+                    (None, _) => true,
+                    (Some(q), Class::User(t) | Class::Trait(t) | Class::Unknown(t)) => {
+                        t == q
+                            || t.is_empty()
+                            || self.body.self_ty.as_deref() == Some(q) && call.recv == ["self"]
+                    }
+                    (Some(_), _) => false,
+                };
+            }
+        }
+        false
+    }
+
+    /// Fills a schedule effect's payload from its arguments.
+    pub fn fill_payload(&self, call: &Call, e: &mut Eff) {
+        for a in call.all_args() {
+            if let Some(l) = &a.lit {
+                e.payload.extend(l.fields.iter().cloned());
+                e.payload_ty = Some(l.ty.clone());
+            }
+            for p in &a.paths {
+                if let Some(l) = self.lit_locals.get(p) {
+                    e.payload.extend(l.fields.iter().cloned());
+                    e.payload_ty = Some(l.ty.clone());
+                } else if let Some(Class::User(t)) = self.env.get(p) {
+                    if let Some(fields) = self.facts.structs.get(t) {
+                        e.payload.extend(fields.iter().map(|(n, _)| n.clone()));
+                    }
+                    e.payload_ty = Some(t.clone());
+                } else {
+                    e.payload.push(p.clone());
+                }
+            }
+        }
+        if let Some(t) = &e.payload_ty
+            && let Some(fields) = self.facts.structs.get(t)
+        {
+            for (n, _) in fields {
+                if !e.payload.contains(n) {
+                    e.payload.push(n.clone());
+                }
+            }
+        }
+    }
+
+    /// The crate bodies a call may run.
+    fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
+        let fns = &self.facts.fns;
+        if !call.func.is_empty() && call.steps.len() >= 1 {
+            let name = call.func_last();
+            if name.ends_with('!') {
+                return Vec::new();
+            }
+            let mut out = self.resolve_func(&call.func);
+            // Method steps after a crate fn returning a crate type are not followed.
+            if out.is_empty() && call.steps.len() > 1 {
+                out = Vec::new();
+            }
+            return out;
+        }
+        // Method calls: the first step on the receiver.
+        let Some(step) = call.steps.first() else {
+            return Vec::new();
+        };
+        match recv {
+            Class::User(t) | Class::Trait(t) => {
+                let m = self.facts.methods(self.bodies, t, &step.name);
+                if !m.is_empty() {
+                    return m;
+                }
+                // A trait implemented by the type.
+                let mut out = Vec::new();
+                for (tr, tys) in &self.facts.trait_impls {
+                    if tys.contains(t) {
+                        out.extend(self.facts.methods(self.bodies, tr, &step.name));
+                    }
+                }
+                if matches!(recv, Class::Trait(_)) {
+                    if let Some(tys) = self.facts.trait_impls.get(t) {
+                        for ty in tys {
+                            out.extend(self.facts.methods(self.bodies, ty, &step.name));
+                        }
+                    }
+                }
+                out.sort();
+                out.dedup();
+                out
+            }
+            Class::Unknown(_) => {
+                // A method defined once in the crate, on a receiver of unknown type.
+                let cands: Vec<BodyId> = fns
+                    .get(&step.name)
+                    .map(|v| {
+                        v.iter()
+                            .copied()
+                            .filter(|id| self.get(*id).self_ty.is_some())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if cands.len() == 1 && !is_common_method(&step.name) {
+                    cands
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn resolve_func(&self, func: &[String]) -> Vec<BodyId> {
+        let Some(name) = func.last() else {
+            return Vec::new();
+        };
+        let Some(cands) = self.facts.fns.get(name) else {
+            return Vec::new();
+        };
+        if func.len() >= 2 {
+            let q = &func[func.len() - 2];
+            let q = if q == "Self" {
+                self.body.self_ty.clone().unwrap_or_default()
+            } else {
+                q.clone()
+            };
+            let typed: Vec<BodyId> = cands
+                .iter()
+                .copied()
+                .filter(|id| self.get(*id).self_ty.as_deref() == Some(q.as_str()))
+                .collect();
+            if !typed.is_empty() {
+                return typed;
+            }
+        }
+        let free: Vec<BodyId> = cands
+            .iter()
+            .copied()
+            .filter(|id| self.get(*id).self_ty.is_none())
+            .collect();
+        if func.len() == 1 || q_is_module(func) {
+            free
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub fn get(&self, id: BodyId) -> &Body {
+        &self.bodies[id.file as usize][id.body as usize]
+    }
+}
+
+fn q_is_module(func: &[String]) -> bool {
+    func.len() >= 2
+        && func[func.len() - 2]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_lowercase())
+}
+
+fn is_common_method(name: &str) -> bool {
+    matches!(
+        name,
+        "new"
+            | "get"
+            | "set"
+            | "insert"
+            | "remove"
+            | "send"
+            | "clone"
+            | "run"
+            | "call"
+            | "handle"
+            | "process"
+            | "execute"
+            | "update"
+            | "save"
+            | "delete"
+            | "load"
+            | "find"
+            | "len"
+            | "push"
+            | "into"
+            | "from"
+            | "build"
+            | "start"
+            | "stop"
+            | "next"
+            | "poll"
+            | "write"
+            | "read"
+            | "lock"
+            | "fmt"
+            | "eq"
+            | "default"
+            | "drop"
+            | "map"
+            | "iter"
+            | "parse"
+    )
+}

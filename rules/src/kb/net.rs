@@ -1,0 +1,141 @@
+//! Remote calls: reqwest, hyper, tonic generated clients, aws-sdk fluent `.send()`, lapin /
+//! rdkafka / NATS publish. Channel sends (`tx.send(msg).await`) are not remote calls.
+
+use super::names::is_remote_name;
+use super::{Class, Cx, Eff, K};
+use crate::ir::Call;
+
+const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
+
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+    if *recv == Class::Channel {
+        return None;
+    }
+    // Blocking clients (`reqwest::blocking`) have type evidence instead of an `.await`.
+    if !call.awaited() {
+        if *recv == Class::Http
+            && call
+                .steps
+                .iter()
+                .any(|s| s.name == "send" && s.args.is_empty())
+        {
+            return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        }
+        return None;
+    }
+    let func = call.func.join("::");
+    let resolved = if func.is_empty() {
+        String::new()
+    } else {
+        cx.facts.resolve(cx.file, &func)
+    };
+    // `reqwest::get(url).await`
+    if resolved.starts_with("reqwest") && call.steps.first().is_some_and(|s| s.awaited) {
+        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+    }
+    // `.send()` with no arguments after a builder: reqwest and aws-sdk.
+    if let Some(i) = call
+        .steps
+        .iter()
+        .position(|s| s.name == "send" && s.args.is_empty() && s.awaited)
+    {
+        let before = &call.steps[..i];
+        let http =
+            *recv == Class::Http || before.iter().any(|s| HTTP_VERBS.contains(&s.name.as_str()));
+        if *recv == Class::Aws {
+            return Some(Eff::new(K::Remote, "calls an AWS service"));
+        }
+        if http {
+            return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        }
+        if !before.is_empty() || matches!(recv, Class::Unknown(_)) {
+            return Some(Eff::new(K::Remote, "sends a request (`.send().await`)"));
+        }
+    }
+    // hyper.
+    if let Some(s) = call
+        .steps
+        .iter()
+        .find(|s| s.awaited && matches!(s.name.as_str(), "send_request" | "request"))
+        && (*recv == Class::Http || s.name == "send_request")
+    {
+        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+    }
+    if *recv == Class::Http
+        && call
+            .steps
+            .iter()
+            .any(|s| s.awaited && HTTP_VERBS.contains(&s.name.as_str()))
+    {
+        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+    }
+    // Brokers.
+    if call.steps.iter().any(|s| {
+        s.awaited
+            && matches!(
+                s.name.as_str(),
+                "basic_publish" | "publish" | "publish_with_headers" | "send_result" | "produce"
+            )
+    }) && !matches!(recv, Class::User(_) | Class::Trait(_))
+    {
+        return Some(Eff::new(K::Remote, "publishes a message"));
+    }
+    if call
+        .steps
+        .iter()
+        .any(|s| s.name == "send" && s.args.len() == 2 && s.awaited)
+        && (*recv == Class::Broker
+            || call
+                .all_args()
+                .any(|a| a.calls.iter().any(|c| c.contains("FutureRecord"))))
+    {
+        return Some(Eff::new(K::Remote, "publishes a message to Kafka"));
+    }
+    // tonic: an awaited call on a generated client or with a `Request::new(..)` argument.
+    if *recv == Class::Grpc && call.steps.iter().any(|s| s.awaited) {
+        return Some(Eff::new(K::Remote, "makes a gRPC call"));
+    }
+    if call.steps.iter().any(|s| {
+        s.awaited
+            && s.args.iter().any(|a| {
+                a.calls
+                    .iter()
+                    .any(|c| c == "Request::new" || c == "tonic::Request::new")
+            })
+    }) || call.steps.iter().any(|s| {
+        s.awaited
+            && s.args
+                .iter()
+                .any(|a| a.paths.iter().any(|p| p.ends_with("into_request")))
+    }) {
+        return Some(Eff::new(K::Remote, "makes a gRPC call"));
+    }
+    if *recv == Class::Aws && call.steps.iter().any(|s| s.awaited) {
+        return Some(Eff::new(K::Remote, "calls an AWS service"));
+    }
+    None
+}
+
+/// The last resort: an awaited call on a receiver whose name says it is a remote client
+/// (`self.payment_gateway.charge(..).await`) and whose code is not in the crate.
+pub(super) fn by_name(_cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+    if !call.func.is_empty() || !call.steps.first().is_some_and(|s| s.awaited) {
+        return None;
+    }
+    let type_name = match recv {
+        Class::Unknown(n) | Class::Trait(n) | Class::User(n) => n.as_str(),
+        _ => return None,
+    };
+    let place = call.recv.last().map(String::as_str).unwrap_or("");
+    if is_remote_name(place) || is_remote_name(type_name) {
+        return Some(Eff::new(
+            K::Remote,
+            format!(
+                "calls `{}` on `{}`, a remote client by its name",
+                call.head(),
+                call.recv.join(".")
+            ),
+        ));
+    }
+    None
+}

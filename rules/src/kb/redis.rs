@@ -1,0 +1,177 @@
+//! Redis: `redis::cmd("SET").arg(..).arg("NX")`, pipelines, Lua scripts and the `AsyncCommands`
+//! methods (`get`, `del`, `set_nx`, `getdel`, ..).
+
+use super::names::is_token_name;
+use super::{Class, Cx, Eff, K};
+use crate::ir::Call;
+
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+    let func = call.func.join("::");
+    let resolved = if func.is_empty() {
+        String::new()
+    } else {
+        cx.facts.resolve(cx.file, &func)
+    };
+
+    // Lua scripts are atomic.
+    if resolved.contains("Script")
+        && call
+            .steps
+            .iter()
+            .any(|s| s.name.starts_with("invoke") || s.name == "eval")
+    {
+        let mut e = Eff::new(K::Claim, "runs a Lua script atomically");
+        e.token = true;
+        e.table = key_of(cx, call, 1);
+        return Some(e);
+    }
+
+    // `redis::cmd("SET").arg(key)..query_async(&mut con)` and `redis::pipe()`.
+    if matches!(call.func_last(), "cmd" | "pipe")
+        && (call.func.len() == 1 || resolved.contains("redis"))
+    {
+        let mut cmds: Vec<(String, usize)> = Vec::new();
+        let mut flags: Vec<String> = Vec::new();
+        let mut atomic = call.func_last() == "pipe" && call.has_step("atomic");
+        for (i, s) in call.steps.iter().enumerate() {
+            if s.name == "cmd" {
+                if let Some(c) = s.args.first().and_then(|a| a.strs.first()) {
+                    cmds.push((c.to_ascii_uppercase(), i));
+                }
+            } else if s.name == "arg" {
+                for a in &s.args {
+                    flags.extend(a.strs.iter().map(|x| x.to_ascii_uppercase()));
+                }
+            } else if s.name == "atomic" {
+                atomic = true;
+            } else if !matches!(
+                s.name.as_str(),
+                "query_async" | "query" | "exec_async" | "ignore" | "arg" | "expire"
+            ) {
+                cmds.push((s.name.to_ascii_uppercase(), i));
+            }
+        }
+        let key = key_of(cx, call, 1);
+        let token = key.as_deref().is_some_and(is_token_name);
+        let names: Vec<&str> = cmds.iter().map(|(c, _)| c.as_str()).collect();
+        let eff = if names
+            .iter()
+            .any(|c| matches!(*c, "EVAL" | "EVALSHA" | "SETNX" | "HSETNX"))
+            || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
+            || (atomic && names.len() > 1)
+        {
+            K::Claim
+        } else if names.iter().any(|c| {
+            matches!(
+                *c,
+                "DEL"
+                    | "GETDEL"
+                    | "UNLINK"
+                    | "HDEL"
+                    | "SET"
+                    | "HSET"
+                    | "INCR"
+                    | "DECR"
+                    | "INCRBY"
+                    | "EXPIRE"
+                    | "LPUSH"
+                    | "RPUSH"
+                    | "SADD"
+                    | "SREM"
+                    | "ZADD"
+                    | "MSET"
+            )
+        }) {
+            K::Write
+        } else if names.iter().any(|c| {
+            matches!(
+                *c,
+                "GET" | "EXISTS" | "HGET" | "HGETALL" | "MGET" | "SISMEMBER" | "TTL"
+            )
+        }) {
+            K::Read
+        } else {
+            return None;
+        };
+        let mut e = Eff::new(eff, format!("runs redis `{}`", names.join(" ")));
+        e.delete = names
+            .iter()
+            .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
+        e.token = token;
+        e.table = key;
+        if eff == K::Claim && names.iter().any(|c| c.contains("LOCK")) {
+            e.what = "acquires a redis lock".into();
+        }
+        return Some(e);
+    }
+
+    // AsyncCommands / Commands methods on a redis connection (or an unknown receiver, awaited).
+    if !call.func.is_empty() {
+        return None;
+    }
+    let step = call.steps.first()?;
+    let name = step.name.as_str();
+    let is_redis = *recv == Class::Redis
+        || (matches!(recv, Class::Unknown(_))
+            && step.awaited
+            && call.steps.len() <= 3
+            && step.args.len() <= 3
+            && !step.args.is_empty());
+    if !is_redis {
+        return None;
+    }
+    let kind = match name {
+        "set_nx" | "hset_nx" | "set_options" if name != "set_options" || has_nx(step) => K::Claim,
+        "del" | "unlink" | "hdel" | "get_del" | "getdel" | "set" | "set_ex" | "pset_ex"
+        | "hset" | "hset_multiple" | "incr" | "decr" | "expire" | "sadd" | "srem" | "zadd"
+        | "lpush" | "rpush" | "mset" | "set_options" => K::Write,
+        "get" | "exists" | "hget" | "hgetall" | "mget" | "sismember" | "ttl" | "hexists" => K::Read,
+        _ => return None,
+    };
+    if matches!(recv, Class::Unknown(_))
+        && !matches!(kind, K::Claim)
+        && name != "del"
+        && name != "exists"
+        && name != "get_del"
+    {
+        // `x.get(k).await` on an unknown receiver is too weak unless the key looks like one.
+        let key = key_of(cx, call, 0);
+        if !key
+            .as_deref()
+            .is_some_and(|k| k.contains(':') || is_token_name(k))
+        {
+            return None;
+        }
+    }
+    let mut e = Eff::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
+    e.delete = matches!(name, "del" | "unlink" | "hdel" | "get_del" | "getdel");
+    e.table = key_of(cx, call, 0);
+    e.token = e.table.as_deref().is_some_and(is_token_name);
+    if kind == K::Claim
+        && e.table
+            .as_deref()
+            .is_some_and(|k| k.to_ascii_lowercase().contains("lock"))
+    {
+        e.what = "acquires a redis lock".into();
+    }
+    Some(e)
+}
+
+fn has_nx(step: &crate::ir::Step) -> bool {
+    step.args.iter().any(|a| {
+        a.paths.iter().any(|p| p.contains("NX") || p.contains("nx"))
+            || a.calls.iter().any(|c| c.contains("NX"))
+    })
+}
+
+/// The key argument's visible text: literals, `format!` literals, the local's literal, or the
+/// local's name (`idempotency_key`).
+fn key_of(cx: &Cx<'_>, call: &Call, step_index: usize) -> Option<String> {
+    let step = call.steps.get(step_index)?;
+    let arg = step.args.first()?;
+    let strs = cx.arg_strs(arg);
+    strs.iter()
+        .find(|s| is_token_name(s))
+        .cloned()
+        .or_else(|| strs.first().cloned())
+}

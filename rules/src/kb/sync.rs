@@ -1,0 +1,248 @@
+//! Locks (tokio::sync, std::sync, parking_lot, per-key lock maps), guarded in-memory state,
+//! task spawning, sleeps and delayed work (`tokio::time`, `DelayQueue`, job queues).
+
+use super::{Class, Cx, Eff, K};
+use crate::ir::Call;
+
+const LOCK_STEPS: &[&str] = &[
+    "lock",
+    "lock_owned",
+    "write",
+    "write_owned",
+    "read",
+    "read_owned",
+    "blocking_lock",
+    "try_lock",
+    "try_write",
+    "upgradable_read",
+];
+const AFTER_LOCK_NOISE: &[&str] = &[
+    "unwrap",
+    "expect",
+    "map_err",
+    "ok",
+    "ok_or",
+    "ok_or_else",
+    "context",
+    "with_context",
+    "unwrap_or_else",
+];
+const MEM_READS: &[&str] = &[
+    "get",
+    "contains_key",
+    "contains",
+    "len",
+    "is_empty",
+    "cloned",
+    "clone",
+    "iter",
+    "values",
+    "keys",
+    "first",
+    "last",
+    "copied",
+    "status",
+    "state",
+];
+const MEM_WRITES: &[&str] = &[
+    "insert",
+    "remove",
+    "push",
+    "push_back",
+    "push_front",
+    "entry",
+    "extend",
+    "clear",
+    "retain",
+    "pop",
+    "truncate",
+    "swap",
+    "replace",
+    "take",
+    "get_mut",
+    "and_modify",
+    "set",
+    "drain",
+    "append",
+];
+
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+    let func = call.func.join("::");
+    let resolved = if func.is_empty() {
+        String::new()
+    } else {
+        cx.facts.resolve(cx.file, &func)
+    };
+    let flast = call.func_last();
+
+    // Access through a guard held in a local.
+    if *recv == Class::Guard && call.func.is_empty() {
+        let place = call.recv.join(".");
+        if let Some(first) = call.steps.first() {
+            if MEM_WRITES.contains(&first.name.as_str()) {
+                return Some(Eff::new(
+                    K::Write,
+                    format!("writes through the guard `{place}`"),
+                ));
+            }
+            if MEM_READS.contains(&first.name.as_str()) {
+                return Some(Eff::new(
+                    K::Read,
+                    format!("reads through the guard `{place}`"),
+                ));
+            }
+        }
+        return None;
+    }
+
+    // Spawned tasks.
+    if matches!(flast, "spawn" | "spawn_local" | "spawn_blocking")
+        && (call.func.len() == 1
+            || resolved.contains("tokio")
+            || resolved.contains("task")
+            || resolved.contains("thread")
+            || resolved.contains("rt")
+            || resolved.contains("async_std"))
+        && call.steps.len() <= 2
+    {
+        return Some(Eff::new(K::Spawn, "spawns a task"));
+    }
+    if call.func.is_empty()
+        && let Some(s) = call
+            .steps
+            .iter()
+            .find(|s| s.name == "spawn" || s.name == "spawn_local")
+        && s.args.iter().any(|a| a.closure)
+    {
+        return Some(Eff::new(K::Spawn, "spawns a task"));
+    }
+
+    // Sleeps and timers.
+    if matches!(flast, "sleep" | "sleep_until" | "delay_for" | "delay_until")
+        && (call.func.len() == 1
+            || resolved.contains("time")
+            || resolved.contains("tokio")
+            || resolved.contains("thread"))
+    {
+        return Some(Eff::new(K::Sleep, "sleeps"));
+    }
+    if call.func.is_empty()
+        && call
+            .steps
+            .first()
+            .is_some_and(|s| s.name == "tick" && s.awaited)
+    {
+        return Some(Eff::new(K::Sleep, "waits for a timer tick"));
+    }
+
+    // Delayed work.
+    if let Some(step) = call.steps.iter().find(|s| is_schedule_step(&s.name)) {
+        let delay_queue =
+            *recv == Class::DelayQueue && matches!(step.name.as_str(), "insert" | "insert_at");
+        if delay_queue || !matches!(step.name.as_str(), "insert" | "insert_at") {
+            let mut e = Eff::new(
+                K::Schedule,
+                if delay_queue {
+                    "inserts into a `DelayQueue`"
+                } else {
+                    "schedules a delayed job"
+                },
+            );
+            cx.fill_payload(call, &mut e);
+            if delay_queue {
+                e.table = Some(call.recv.join("."));
+            }
+            return Some(e);
+        }
+    }
+
+    // Locks.
+    let lock_at = call
+        .steps
+        .iter()
+        .position(|s| LOCK_STEPS.contains(&s.name.as_str()) && s.args.is_empty())?;
+    let step = &call.steps[lock_at];
+    let is_lock = match recv {
+        Class::Mutex | Class::RwLock | Class::LockMap => true,
+        Class::Db
+        | Class::DbTx
+        | Class::Redis
+        | Class::Http
+        | Class::Grpc
+        | Class::Aws
+        | Class::Channel
+        | Class::Broker
+        | Class::Collection => false,
+        _ => {
+            step.name.starts_with("lock")
+                || step.name == "blocking_lock"
+                || step.name == "try_lock"
+                || step.awaited
+                || call
+                    .steps
+                    .get(lock_at + 1)
+                    .is_some_and(|s| s.name == "unwrap" || s.name == "expect")
+                || call.steps[..lock_at]
+                    .iter()
+                    .any(|s| matches!(s.name.as_str(), "entry" | "or_default" | "or_insert_with"))
+        }
+    };
+    if !is_lock {
+        return None;
+    }
+    let place = call.recv.join(".");
+    let rest: Vec<&str> = call.steps[lock_at + 1..]
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| !AFTER_LOCK_NOISE.contains(n))
+        .collect();
+    let mut e = Eff::new(K::Lock, format!("takes the lock on `{place}`"));
+    e.table = Some(place.clone());
+    if let Some(first) = rest.first() {
+        // A temporary guard: the access after it is the effect that matters.
+        if MEM_WRITES.contains(first) {
+            let mut w = Eff::new(K::Write, format!("writes `{place}`"));
+            w.table = Some(place);
+            w.on = Some("temp".into());
+            return Some(w);
+        }
+        if MEM_READS.contains(first) || rest.iter().any(|r| MEM_READS.contains(r)) {
+            let mut r = Eff::new(K::Read, format!("reads `{place}`"));
+            r.table = Some(place);
+            r.on = Some("temp".into());
+            return Some(r);
+        }
+        if !rest.iter().all(|r| LOCK_STEPS.contains(r) || *r == "clone") {
+            // Some other use of the temporary guard.
+            return None;
+        }
+    }
+    Some(e)
+}
+
+fn is_schedule_step(name: &str) -> bool {
+    matches!(
+        name,
+        "insert"
+            | "insert_at"
+            | "enqueue_in"
+            | "enqueue_at"
+            | "enqueue_after"
+            | "schedule"
+            | "schedule_in"
+            | "schedule_at"
+            | "schedule_after"
+            | "push_delayed"
+            | "push_in"
+            | "push_at"
+            | "enqueue_delayed"
+            | "send_delayed"
+            | "publish_delayed"
+            | "delay"
+            | "run_at"
+            | "run_in"
+            | "enqueue_scheduled"
+            | "schedule_job"
+            | "defer"
+    )
+}

@@ -1,0 +1,215 @@
+//! What a receiver is, from its declared type (fields, params, `let x: T`) or how it was made.
+
+use crate::facts::Facts;
+use crate::ir::TypeRef;
+
+/// The kind of value a receiver holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    /// A database pool or connection (sqlx, diesel, sea-orm, tokio-postgres, deadpool, bb8).
+    Db,
+    /// An open database transaction.
+    DbTx,
+    Http,
+    Grpc,
+    Aws,
+    /// AMQP channel or Kafka / NATS producer.
+    Broker,
+    Redis,
+    Mutex,
+    RwLock,
+    /// A map of per-key locks (`DashMap<Id, Arc<Mutex<()>>>`).
+    LockMap,
+    /// A lock guard.
+    Guard,
+    /// mpsc / broadcast / watch / oneshot / flume channel ends.
+    Channel,
+    /// Plain in-memory collection.
+    Collection,
+    DelayQueue,
+    /// A struct of the crate.
+    User(String),
+    /// A trait of the crate (`dyn PaymentGateway`, `impl Notifier`, a generic bound).
+    Trait(String),
+    /// Unknown; the type's last name, if any, for name heuristics.
+    Unknown(String),
+}
+
+const WRAPPERS: &[&str] = &[
+    "Arc",
+    "Rc",
+    "Box",
+    "Option",
+    "Pin",
+    "RefCell",
+    "Cell",
+    "Cow",
+    "State",
+    "Data",
+    "Extension",
+    "Weak",
+    "OnceCell",
+    "OnceLock",
+    "Lazy",
+    "LazyLock",
+    "ManuallyDrop",
+];
+
+fn last(s: &str) -> &str {
+    s.rsplit("::").next().unwrap_or(s)
+}
+
+/// Classifies a declared type.
+pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
+    let mut i = 0;
+    while i < ty.len() && WRAPPERS.contains(&last(&ty[i])) {
+        i += 1;
+    }
+    let Some(head) = ty.get(i) else {
+        return Class::Unknown(String::new());
+    };
+    let (prefix, bare) = match head.split_once(' ') {
+        Some((p, b)) if p == "dyn" || p == "impl" => (p, b),
+        _ => ("", head.as_str()),
+    };
+    let full = facts.resolve(file, bare);
+    let lower = full.to_ascii_lowercase();
+    let name = last(bare).to_string();
+    let rest_lower: Vec<String> = ty[i + 1..]
+        .iter()
+        .map(|s| facts.resolve(file, s).to_ascii_lowercase())
+        .collect();
+    let rest_has = |w: &str| rest_lower.iter().any(|s| s.contains(w));
+
+    if lower.contains("delayqueue") || rest_has("delayqueue") {
+        return Class::DelayQueue;
+    }
+    if lower.contains("mutex") {
+        return Class::Mutex;
+    }
+    if lower.contains("rwlock") {
+        return Class::RwLock;
+    }
+    if lower.contains("delayqueue") {
+        return Class::DelayQueue;
+    }
+    if [
+        "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+    {
+        return if rest_has("mutex") || rest_has("rwlock") {
+            Class::LockMap
+        } else {
+            Class::Collection
+        };
+    }
+    if ["vec", "hashset", "btreeset", "vecdeque"]
+        .iter()
+        .any(|w| lower.ends_with(w))
+    {
+        return Class::Collection;
+    }
+    if [
+        "mpsc",
+        "broadcast",
+        "watch",
+        "oneshot",
+        "flume",
+        "crossbeam",
+        "async_channel",
+        "kanal",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        || matches!(
+            name.as_str(),
+            "Sender" | "UnboundedSender" | "SyncSender" | "Receiver" | "UnboundedReceiver"
+        )
+    {
+        return Class::Channel;
+    }
+    if lower.contains("guard") {
+        return Class::Guard;
+    }
+    if lower.contains("transaction") || name == "Tx" {
+        return Class::DbTx;
+    }
+    if lower.contains("redis")
+        || matches!(name.as_str(), "MultiplexedConnection" | "ConnectionManager")
+    {
+        return Class::Redis;
+    }
+    if lower.contains("aws_sdk") {
+        return Class::Aws;
+    }
+    if lower.contains("reqwest")
+        || lower.contains("hyper")
+        || matches!(name.as_str(), "HttpClient" | "SendRequest")
+    {
+        return Class::Http;
+    }
+    if lower.contains("lapin")
+        || lower.contains("rdkafka")
+        || lower.contains("async_nats")
+        || name.ends_with("Producer")
+    {
+        return Class::Broker;
+    }
+    if lower.contains("tonic")
+        || (name.ends_with("Client") && (lower.contains("_client::") || rest_has("channel")))
+    {
+        return Class::Grpc;
+    }
+    if [
+        "sqlx",
+        "pgpool",
+        "mysqlpool",
+        "sqlitepool",
+        "anypool",
+        "diesel",
+        "sea_orm",
+        "databaseconnection",
+        "pgconnection",
+        "mysqlconnection",
+        "sqliteconnection",
+        "tokio_postgres",
+        "deadpool",
+        "bb8",
+        "r2d2",
+        "pooledconnection",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        || matches!(
+            name.as_str(),
+            "PgPool"
+                | "MySqlPool"
+                | "SqlitePool"
+                | "DbPool"
+                | "DbConn"
+                | "Pool"
+                | "PgConn"
+                | "DatabaseConnection"
+        )
+    {
+        return Class::Db;
+    }
+    if prefix == "dyn" || prefix == "impl" {
+        return Class::Trait(name);
+    }
+    if facts.structs.contains_key(&name) {
+        return Class::User(name);
+    }
+    if facts.trait_impls.contains_key(&name)
+        || facts.fns.values().flatten().next().is_some() && is_trait_of_crate(facts, &name)
+    {
+        return Class::Trait(name);
+    }
+    Class::Unknown(name)
+}
+
+fn is_trait_of_crate(facts: &Facts, name: &str) -> bool {
+    facts.trait_impls.contains_key(name)
+}

@@ -1,0 +1,1224 @@
+//! Lowering one fn body (with its closures and async blocks) into an ordered effect trace.
+
+use super::macros;
+use super::pat_names;
+use super::types::type_ref;
+use crate::ir::{Arg, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, TypeRef};
+use crate::parse::{LineIndex, MAX_DEPTH};
+use crate::sql;
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
+
+/// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
+pub fn lower_block(
+    lines: &LineIndex<'_>,
+    block: &Block,
+    _params: &[(String, TypeRef)],
+) -> Vec<Event> {
+    let mut lw = Lw {
+        lines,
+        ev: Vec::new(),
+        scopes: Vec::new(),
+        depth: 0,
+    };
+    lw.block(block);
+    lw.ev
+}
+
+pub(super) struct Lw<'a, 'b> {
+    pub(super) lines: &'a LineIndex<'b>,
+    pub(super) ev: Vec<Event>,
+    scopes: Vec<Vec<String>>,
+    depth: u32,
+}
+
+const MAX_STR: usize = 96;
+
+impl Lw<'_, '_> {
+    fn push(&mut self, sp: Sp, kind: Ev) -> u32 {
+        self.ev.push(Event { sp, kind });
+        (self.ev.len() - 1) as u32
+    }
+
+    fn calls_since(&self, start: usize) -> Vec<u32> {
+        (start..self.ev.len())
+            .filter(|&i| matches!(self.ev[i].kind, Ev::Call(_)))
+            .map(|i| i as u32)
+            .collect()
+    }
+
+    pub(super) fn block(&mut self, b: &Block) {
+        self.scopes.push(Vec::new());
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+        let names = self.scopes.pop().unwrap_or_default();
+        let sp = self
+            .lines
+            .sp(b.brace_token.span.close(), b.brace_token.span.close());
+        for name in names.into_iter().rev() {
+            self.push(sp, Ev::Drop { name });
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Local(l) => {
+                let mut names = Vec::new();
+                pat_names(&l.pat, &mut names);
+                let ty = match &l.pat {
+                    Pat::Type(t) => Some(type_ref(&t.ty)),
+                    _ => None,
+                };
+                let start = self.ev.len();
+                let sp = self.lines.sp(l.let_token.span, l.semi_token.span);
+                if let Some(init) = &l.init {
+                    self.expr(&init.expr);
+                    let calls = self.calls_since(start);
+                    let mut deps = Vec::new();
+                    paths(&init.expr, &mut deps, 0);
+                    let mut strs = Vec::new();
+                    strings(&init.expr, &mut strs, 0);
+                    let sql = strs.iter().find_map(|s| sql::classify(s));
+                    strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
+                    let lit = struct_lit(&init.expr);
+                    let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
+                        && matches!(self.ev.get(start).map(|e| &e.kind), Some(Ev::Enter(_))))
+                    .then_some(start as u32);
+                    if let Some((_, diverge)) = &init.diverge {
+                        self.push(
+                            sp,
+                            Ev::Cond {
+                                deps: deps.clone(),
+                                calls: calls.clone(),
+                            },
+                        );
+                        self.push(sp, Ev::Enter(Region::Branch { diverges: true }));
+                        self.expr(diverge);
+                        self.push(sp, Ev::Leave);
+                    }
+                    self.push(
+                        sp,
+                        Ev::Bind(Box::new(Bind {
+                            names: names.clone(),
+                            ty,
+                            deps,
+                            calls,
+                            strs,
+                            sql,
+                            lit,
+                            closure,
+                        })),
+                    );
+                } else {
+                    self.push(
+                        sp,
+                        Ev::Bind(Box::new(Bind {
+                            names: names.clone(),
+                            ty,
+                            deps: Vec::new(),
+                            calls: Vec::new(),
+                            strs: Vec::new(),
+                            sql: None,
+                            lit: None,
+                            closure: None,
+                        })),
+                    );
+                }
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.extend(names);
+                }
+            }
+            Stmt::Expr(e, _) => {
+                self.expr(e);
+            }
+            Stmt::Macro(m) => {
+                let sp = self
+                    .lines
+                    .sp(first_span(&m.mac.path), m.mac.bang_token.span);
+                self.mac(&m.mac, sp);
+            }
+            Stmt::Item(_) => {}
+        }
+    }
+
+    /// Lowers an expression; returns the index of the call event when it is a call chain.
+    pub(super) fn expr(&mut self, e: &Expr) -> Option<u32> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let r = self.expr_inner(e);
+        self.depth -= 1;
+        r
+    }
+
+    fn expr_inner(&mut self, e: &Expr) -> Option<u32> {
+        match e {
+            Expr::MethodCall(_) | Expr::Call(_) | Expr::Await(_) | Expr::Try(_) => {
+                return self.chain(e);
+            }
+            Expr::Macro(m) => {
+                let sp = self
+                    .lines
+                    .sp(first_span(&m.mac.path), m.mac.bang_token.span);
+                return self.mac(&m.mac, sp);
+            }
+            Expr::If(i) => {
+                let start = self.ev.len();
+                let mut let_pats = Vec::new();
+                self.cond_expr(&i.cond, &mut let_pats);
+                let calls = self.calls_since(start);
+                let mut deps = Vec::new();
+                paths(&i.cond, &mut deps, 0);
+                let sp = self.lines.sp(i.if_token.span, end_span(&i.cond));
+                self.push(
+                    sp,
+                    Ev::Cond {
+                        deps: deps.clone(),
+                        calls: calls.clone(),
+                    },
+                );
+                let div = block_diverges(&i.then_branch);
+                self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                if !let_pats.is_empty() {
+                    self.push(
+                        sp,
+                        Ev::Bind(Box::new(Bind {
+                            names: let_pats,
+                            ty: None,
+                            deps,
+                            calls,
+                            strs: Vec::new(),
+                            sql: None,
+                            lit: None,
+                            closure: None,
+                        })),
+                    );
+                }
+                self.block(&i.then_branch);
+                self.push(sp, Ev::Leave);
+                if let Some((_, els)) = &i.else_branch {
+                    let div = expr_diverges(els);
+                    self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                    self.expr(els);
+                    self.push(sp, Ev::Leave);
+                }
+            }
+            Expr::Match(m) => {
+                let start = self.ev.len();
+                self.expr(&m.expr);
+                let calls = self.calls_since(start);
+                let mut deps = Vec::new();
+                paths(&m.expr, &mut deps, 0);
+                let sp = self.lines.sp(m.match_token.span, end_span(&m.expr));
+                self.push(
+                    sp,
+                    Ev::Cond {
+                        deps: deps.clone(),
+                        calls: calls.clone(),
+                    },
+                );
+                for arm in &m.arms {
+                    let asp = self
+                        .lines
+                        .sp(first_pat_span(&arm.pat), arm.fat_arrow_token.spans[1]);
+                    self.push(
+                        asp,
+                        Ev::Enter(Region::Branch {
+                            diverges: expr_diverges(&arm.body),
+                        }),
+                    );
+                    let mut names = Vec::new();
+                    pat_names(&arm.pat, &mut names);
+                    if !names.is_empty() {
+                        self.push(
+                            asp,
+                            Ev::Bind(Box::new(Bind {
+                                names,
+                                ty: None,
+                                deps: deps.clone(),
+                                calls: calls.clone(),
+                                strs: Vec::new(),
+                                sql: None,
+                                lit: None,
+                                closure: None,
+                            })),
+                        );
+                    }
+                    if let Pat::Guard(g) = &arm.pat {
+                        let gstart = self.ev.len();
+                        self.expr(&g.guard);
+                        let gcalls = self.calls_since(gstart);
+                        let mut gdeps = Vec::new();
+                        paths(&g.guard, &mut gdeps, 0);
+                        let gsp = self.lines.sp(g.if_token.span, end_span(&g.guard));
+                        self.push(
+                            gsp,
+                            Ev::Cond {
+                                deps: gdeps,
+                                calls: gcalls,
+                            },
+                        );
+                    }
+                    self.expr(&arm.body);
+                    self.push(asp, Ev::Leave);
+                }
+            }
+            Expr::Block(b) => self.block(&b.block),
+            Expr::Unsafe(b) => self.block(&b.block),
+            Expr::Const(b) => self.block(&b.block),
+            Expr::TryBlock(b) => self.block(&b.block),
+            Expr::Loop(l) => {
+                let sp = self.lines.sp(l.loop_token.span, l.loop_token.span);
+                self.push(sp, Ev::Enter(Region::Loop));
+                self.block(&l.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::While(w) => {
+                let sp = self.lines.sp(w.while_token.span, end_span(&w.cond));
+                self.push(sp, Ev::Enter(Region::Loop));
+                let start = self.ev.len();
+                let mut let_pats = Vec::new();
+                self.cond_expr(&w.cond, &mut let_pats);
+                let calls = self.calls_since(start);
+                let mut deps = Vec::new();
+                paths(&w.cond, &mut deps, 0);
+                self.push(
+                    sp,
+                    Ev::Cond {
+                        deps: deps.clone(),
+                        calls: calls.clone(),
+                    },
+                );
+                if !let_pats.is_empty() {
+                    self.push(
+                        sp,
+                        Ev::Bind(Box::new(Bind {
+                            names: let_pats,
+                            ty: None,
+                            deps,
+                            calls,
+                            strs: Vec::new(),
+                            sql: None,
+                            lit: None,
+                            closure: None,
+                        })),
+                    );
+                }
+                self.block(&w.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::ForLoop(f) => {
+                let start = self.ev.len();
+                self.expr(&f.expr);
+                let calls = self.calls_since(start);
+                let sp = self.lines.sp(f.for_token.span, f.in_token.span);
+                self.push(sp, Ev::Enter(Region::Loop));
+                let mut names = Vec::new();
+                pat_names(&f.pat, &mut names);
+                let mut deps = Vec::new();
+                paths(&f.expr, &mut deps, 0);
+                self.push(
+                    sp,
+                    Ev::Bind(Box::new(Bind {
+                        names,
+                        ty: None,
+                        deps,
+                        calls,
+                        strs: Vec::new(),
+                        sql: None,
+                        lit: None,
+                        closure: None,
+                    })),
+                );
+                self.block(&f.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Closure(c) => {
+                let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
+                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.closure_body(c, Vec::new());
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Async(a) => {
+                let sp = self.lines.sp(a.async_token.span, a.async_token.span);
+                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.block(&a.block);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Assign(a) => {
+                let start = self.ev.len();
+                self.expr(&a.right);
+                let calls = self.calls_since(start);
+                let mut deps = Vec::new();
+                paths(&a.right, &mut deps, 0);
+                let sp = self.lines.sp(start_span(&a.left), end_span(&a.right));
+                if let Some(target) = place(&a.left) {
+                    self.push(
+                        sp,
+                        Ev::Assign {
+                            target,
+                            deps,
+                            calls,
+                        },
+                    );
+                }
+            }
+            Expr::Binary(b) => {
+                if is_assign_op(&b.op) {
+                    let start = self.ev.len();
+                    self.expr(&b.right);
+                    let calls = self.calls_since(start);
+                    let mut deps = Vec::new();
+                    paths(&b.right, &mut deps, 0);
+                    paths(&b.left, &mut deps, 0);
+                    let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
+                    if let Some(target) = place(&b.left) {
+                        self.push(
+                            sp,
+                            Ev::Assign {
+                                target,
+                                deps,
+                                calls,
+                            },
+                        );
+                    }
+                } else {
+                    let start = self.ev.len();
+                    self.expr(&b.left);
+                    self.expr(&b.right);
+                    if matches!(
+                        b.op,
+                        BinOp::Eq(_)
+                            | BinOp::Ne(_)
+                            | BinOp::Lt(_)
+                            | BinOp::Le(_)
+                            | BinOp::Gt(_)
+                            | BinOp::Ge(_)
+                    ) {
+                        // A comparison anywhere (`Ok(changed == 1)`, a filter predicate) tests
+                        // its operands.
+                        let calls = self.calls_since(start);
+                        let mut deps = Vec::new();
+                        paths(&b.left, &mut deps, 0);
+                        paths(&b.right, &mut deps, 0);
+                        let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
+                        self.push(sp, Ev::Cond { deps, calls });
+                    }
+                }
+            }
+            Expr::Return(r) => {
+                if let Some(x) = &r.expr {
+                    self.expr(x);
+                }
+                let sp = self.lines.sp(r.return_token.span, r.return_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Break(b) => {
+                if let Some(x) = &b.expr {
+                    self.expr(x);
+                }
+                let sp = self.lines.sp(b.break_token.span, b.break_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Continue(c) => {
+                let sp = self.lines.sp(c.continue_token.span, c.continue_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Let(l) => {
+                self.expr(&l.expr);
+            }
+            Expr::Unary(u) => {
+                self.expr(&u.expr);
+            }
+            Expr::Reference(r) => {
+                self.expr(&r.expr);
+            }
+            Expr::Paren(p) => return self.expr(&p.expr),
+            Expr::Group(g) => return self.expr(&g.expr),
+            Expr::Cast(c) => {
+                self.expr(&c.expr);
+            }
+            Expr::Field(f) => {
+                self.expr(&f.base);
+            }
+            Expr::Index(i) => {
+                self.expr(&i.expr);
+                self.expr(&i.index);
+            }
+            Expr::Tuple(t) => t.elems.iter().for_each(|x| {
+                self.expr(x);
+            }),
+            Expr::Array(t) => t.elems.iter().for_each(|x| {
+                self.expr(x);
+            }),
+            Expr::Struct(s) => {
+                for f in &s.fields {
+                    self.expr(&f.expr);
+                }
+                if let Some(r) = &s.rest {
+                    self.expr(r);
+                }
+            }
+            Expr::Range(r) => {
+                if let Some(x) = &r.start {
+                    self.expr(x);
+                }
+                if let Some(x) = &r.end {
+                    self.expr(x);
+                }
+            }
+            Expr::Repeat(r) => {
+                self.expr(&r.expr);
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<String>) {
+        let mut names = Vec::new();
+        for p in &c.inputs {
+            pat_names(p, &mut names);
+        }
+        if !names.is_empty() {
+            let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
+            self.push(
+                sp,
+                Ev::Bind(Box::new(Bind {
+                    names,
+                    ty: None,
+                    deps: from,
+                    calls: Vec::new(),
+                    strs: Vec::new(),
+                    sql: None,
+                    lit: None,
+                    closure: None,
+                })),
+            );
+        }
+        self.expr(&c.body);
+    }
+
+    /// An `if` / `while` condition; `let` patterns inside it are collected for the branch.
+    fn cond_expr(&mut self, e: &Expr, let_pats: &mut Vec<String>) {
+        match e {
+            Expr::Let(l) => {
+                self.expr(&l.expr);
+                pat_names(&l.pat, let_pats);
+            }
+            Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+                self.cond_expr(&b.left, let_pats);
+                self.cond_expr(&b.right, let_pats);
+            }
+            Expr::Paren(p) => self.cond_expr(&p.expr, let_pats),
+            _ => {
+                self.expr(e);
+            }
+        }
+    }
+
+    /// A method-call chain with its awaits and `?`s, as one call event.
+    fn chain(&mut self, e: &Expr) -> Option<u32> {
+        let end_tok = end_span(e);
+        let mut raw: Vec<(&syn::Ident, Vec<&Expr>, bool, bool, Span)> = Vec::new();
+        let mut cur = e;
+        let mut awaited = false;
+        let mut tried = false;
+        loop {
+            match cur {
+                Expr::Try(t) => {
+                    tried = true;
+                    cur = &t.expr;
+                }
+                Expr::Await(a) => {
+                    awaited = true;
+                    cur = &a.base;
+                }
+                Expr::MethodCall(m) => {
+                    raw.push((
+                        &m.method,
+                        m.args.iter().collect(),
+                        awaited,
+                        tried,
+                        m.paren_token.span.close(),
+                    ));
+                    awaited = false;
+                    tried = false;
+                    cur = &m.receiver;
+                }
+                Expr::Paren(p) => cur = &p.expr,
+                Expr::Group(g) => cur = &g.expr,
+                _ => break,
+            }
+        }
+        let mut call = Call::default();
+        let root_start = start_span(cur);
+        let mut deferred: Vec<&Expr> = Vec::new();
+        match cur {
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    call.func = p
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| s.ident.to_string())
+                        .collect();
+                    let name = call.func.last().cloned().unwrap_or_default();
+                    let args = self.args(c.args.iter(), &mut deferred);
+                    let sp = self.lines.sp(root_start, c.paren_token.span.close());
+                    call.steps.push(Step {
+                        name,
+                        args,
+                        awaited,
+                        tried,
+                        sp,
+                    });
+                } else {
+                    self.expr(&c.func);
+                    for a in &c.args {
+                        self.expr(a);
+                    }
+                }
+            }
+            Expr::Macro(m) => {
+                let name = m
+                    .mac
+                    .path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                if macros::is_query_macro(&name) {
+                    call.func = m
+                        .mac
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| s.ident.to_string())
+                        .collect();
+                    if let Some(last) = call.func.last_mut() {
+                        last.push('!');
+                    }
+                    let exprs = macros::parse_args(&m.mac.tokens);
+                    let mut inner = Vec::new();
+                    let args = self.args(exprs.iter(), &mut inner);
+                    for d in inner {
+                        self.expr(d);
+                    }
+                    let sp = self.lines.sp(root_start, m.mac.bang_token.span);
+                    call.steps.push(Step {
+                        name: format!("{name}!"),
+                        args,
+                        awaited,
+                        tried,
+                        sp,
+                    });
+                } else {
+                    let sp = self.lines.sp(root_start, m.mac.bang_token.span);
+                    self.mac(&m.mac, sp);
+                }
+            }
+            _ => {
+                if let Some(p) = place_parts(cur) {
+                    call.recv = p;
+                } else {
+                    self.expr(cur);
+                }
+            }
+        }
+        for (name, args, aw, tr, close) in raw.into_iter().rev() {
+            let args = self.args(args.into_iter(), &mut deferred);
+            let sp = self.lines.sp(name.span(), close);
+            call.steps.push(Step {
+                name: name.to_string(),
+                args,
+                awaited: aw,
+                tried: tr,
+                sp,
+            });
+        }
+        if call.steps.is_empty() {
+            return None;
+        }
+        let sp = self.lines.sp(root_start, end_tok);
+        // `drop(guard)` ends a guard's life.
+        let drop_name =
+            (call.func.len() == 1 && call.func[0] == "drop" && call.steps[0].args.len() == 1)
+                .then(|| call.steps[0].args[0].paths.first().cloned())
+                .flatten();
+        // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
+        let recv_root: Vec<String> = call.recv.first().cloned().into_iter().collect();
+        let idx = self.push(sp, Ev::Call(Box::new(call)));
+        for d in deferred {
+            self.push(sp, Ev::Enter(Region::Closure { call: Some(idx) }));
+            match d {
+                Expr::Closure(c) => self.closure_body(c, recv_root.clone()),
+                Expr::Async(a) => self.block(&a.block),
+                other => {
+                    self.expr(other);
+                }
+            }
+            self.push(sp, Ev::Leave);
+        }
+        if let Some(name) = drop_name {
+            self.push(sp, Ev::Drop { name });
+        }
+        Some(idx)
+    }
+
+    fn args<'e>(
+        &mut self,
+        it: impl Iterator<Item = &'e Expr>,
+        deferred: &mut Vec<&'e Expr>,
+    ) -> Vec<Arg> {
+        let mut out = Vec::new();
+        for a in it {
+            let mut arg = arg_info(a);
+            if arg.closure {
+                deferred.push(a);
+            } else {
+                arg.ev = self.expr(a);
+            }
+            out.push(arg);
+        }
+        out
+    }
+
+    /// A macro in statement or expression position.
+    pub(super) fn mac(&mut self, m: &syn::Macro, sp: Sp) -> Option<u32> {
+        let name = m
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        match name.as_str() {
+            "select" => {
+                for (pat, fut, body) in macros::select_branches(&m.tokens) {
+                    let mut fut_call = Vec::new();
+                    if let Some(f) = &fut
+                        && let Some(idx) = self.expr(f)
+                    {
+                        self.mark_awaited(idx);
+                        fut_call.push(idx);
+                    }
+                    self.push(
+                        sp,
+                        Ev::Enter(Region::Branch {
+                            diverges: body.as_ref().is_some_and(expr_diverges),
+                        }),
+                    );
+                    if let Some(p) = &pat {
+                        let mut names = Vec::new();
+                        pat_names(p, &mut names);
+                        if !names.is_empty() {
+                            self.push(
+                                sp,
+                                Ev::Bind(Box::new(Bind {
+                                    names,
+                                    ty: None,
+                                    deps: Vec::new(),
+                                    calls: fut_call,
+                                    strs: Vec::new(),
+                                    sql: None,
+                                    lit: None,
+                                    closure: None,
+                                })),
+                            );
+                        }
+                    }
+                    if let Some(b) = &body {
+                        self.expr(b);
+                    }
+                    self.push(sp, Ev::Leave);
+                }
+            }
+            "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
+            | "ensure" | "assert_matches" => {
+                let args = macros::parse_args(&m.tokens);
+                let start = self.ev.len();
+                let mut deps = Vec::new();
+                for a in args
+                    .iter()
+                    .take(if name.contains("eq") || name.contains("ne") {
+                        2
+                    } else {
+                        1
+                    })
+                {
+                    self.expr(a);
+                    paths(a, &mut deps, 0);
+                }
+                let calls = self.calls_since(start);
+                self.push(sp, Ev::Cond { deps, calls });
+            }
+            "bail" | "panic" | "unreachable" | "todo" | "unimplemented" => {
+                self.push(sp, Ev::Exit);
+            }
+            _ if macros::is_query_macro(&name) => {
+                let e = Expr::Macro(syn::ExprMacro {
+                    attrs: Vec::new(),
+                    mac: m.clone(),
+                });
+                return self.chain(&e);
+            }
+            "join" | "try_join" => {
+                for a in macros::parse_args(&m.tokens) {
+                    if let Some(idx) = self.expr(&a) {
+                        self.mark_awaited(idx);
+                    }
+                }
+            }
+            _ => {
+                if macros::is_format_like(&name) || macros::is_lowered_macro(&name) {
+                    for a in macros::parse_args(&m.tokens) {
+                        self.expr(&a);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// A future driven by `select!` / `join!` is awaited by the macro.
+    fn mark_awaited(&mut self, idx: u32) {
+        if let Some(Event {
+            kind: Ev::Call(c), ..
+        }) = self.ev.get_mut(idx as usize)
+            && let Some(last) = c.steps.last_mut()
+        {
+            last.awaited = true;
+        }
+    }
+}
+
+fn is_assign_op(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::AddAssign(_)
+            | BinOp::SubAssign(_)
+            | BinOp::MulAssign(_)
+            | BinOp::DivAssign(_)
+            | BinOp::RemAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_)
+    )
+}
+
+/// `a`, `self.db`, `job.payload.id` as their parts; `*x` and `&x` see through.
+pub(super) fn place_parts(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => Some(
+            p.path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect(),
+        ),
+        Expr::Field(f) => {
+            let mut base = place_parts(&f.base)?;
+            base.push(member(&f.member));
+            Some(base)
+        }
+        Expr::Unary(u) => place_parts(&u.expr),
+        Expr::Reference(r) => place_parts(&r.expr),
+        Expr::Paren(p) => place_parts(&p.expr),
+        Expr::Group(g) => place_parts(&g.expr),
+        _ => None,
+    }
+}
+
+fn member(m: &Member) -> String {
+    match m {
+        Member::Named(i) => i.to_string(),
+        Member::Unnamed(i) => i.index.to_string(),
+    }
+}
+
+fn place(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Index(i) => place(&i.expr),
+        Expr::MethodCall(m) => place(&m.receiver),
+        _ => place_parts(e).map(|p| p.join(".")),
+    }
+}
+
+/// Dotted places read by an expression (`order.status`, `tx`, `self.db`).
+pub(super) fn paths(e: &Expr, out: &mut Vec<String>, depth: u32) {
+    if depth > 48 || out.len() > 64 {
+        return;
+    }
+    if let Some(p) = place_parts(e)
+        && !matches!(e, Expr::Unary(_) | Expr::Reference(_))
+    {
+        if p.len() == 1
+            || p[0] == "self"
+            || p[0]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_lowercase() || c == '_')
+        {
+            let s = p.join(".");
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        } else if p.len() == 1 {
+            out.push(p[0].clone());
+        }
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::MethodCall(m) => {
+            paths(&m.receiver, out, d);
+            m.args.iter().for_each(|a| paths(a, out, d));
+        }
+        Expr::Call(c) => c.args.iter().for_each(|a| paths(a, out, d)),
+        Expr::Await(a) => paths(&a.base, out, d),
+        Expr::Try(t) => paths(&t.expr, out, d),
+        Expr::Binary(b) => {
+            paths(&b.left, out, d);
+            paths(&b.right, out, d);
+        }
+        Expr::Unary(u) => paths(&u.expr, out, d),
+        Expr::Reference(r) => paths(&r.expr, out, d),
+        Expr::Paren(p) => paths(&p.expr, out, d),
+        Expr::Group(g) => paths(&g.expr, out, d),
+        Expr::Cast(c) => paths(&c.expr, out, d),
+        Expr::Field(f) => paths(&f.base, out, d),
+        Expr::Index(i) => {
+            paths(&i.expr, out, d);
+            paths(&i.index, out, d);
+        }
+        Expr::Let(l) => paths(&l.expr, out, d),
+        Expr::Tuple(t) => t.elems.iter().for_each(|a| paths(a, out, d)),
+        Expr::Array(t) => t.elems.iter().for_each(|a| paths(a, out, d)),
+        Expr::Struct(s) => s.fields.iter().for_each(|f| paths(&f.expr, out, d)),
+        Expr::Closure(c) => paths(&c.body, out, d),
+        Expr::Block(b) => block_paths(&b.block, out, d),
+        Expr::Async(b) => block_paths(&b.block, out, d),
+        Expr::If(i) => {
+            paths(&i.cond, out, d);
+            block_paths(&i.then_branch, out, d);
+            if let Some((_, e)) = &i.else_branch {
+                paths(e, out, d);
+            }
+        }
+        Expr::Match(m) => {
+            paths(&m.expr, out, d);
+            for arm in &m.arms {
+                paths(&arm.body, out, d);
+            }
+        }
+        Expr::Macro(m) => macros::token_paths(&m.mac.tokens, out),
+        Expr::Range(r) => {
+            if let Some(x) = &r.start {
+                paths(x, out, d);
+            }
+            if let Some(x) = &r.end {
+                paths(x, out, d);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn block_paths(b: &Block, out: &mut Vec<String>, depth: u32) {
+    for s in &b.stmts {
+        match s {
+            Stmt::Local(l) => {
+                if let Some(i) = &l.init {
+                    paths(&i.expr, out, depth);
+                }
+            }
+            Stmt::Expr(e, _) => paths(e, out, depth),
+            Stmt::Macro(m) => macros::token_paths(&m.mac.tokens, out),
+            Stmt::Item(_) => {}
+        }
+    }
+}
+
+/// String literals in an expression (and the literal of `format!`-like macros).
+pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
+    if depth > 32 || out.len() > 16 {
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::Lit(l) => {
+            if let syn::Lit::Str(s) = &l.lit {
+                out.push(s.value());
+            }
+        }
+        Expr::Macro(m) => {
+            let name = m
+                .mac
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            if macros::is_format_like(&name) || name == "concat" {
+                if let Some(s) = macros::first_literal(&m.mac.tokens) {
+                    out.push(s);
+                }
+            }
+        }
+        Expr::MethodCall(m) => {
+            strings(&m.receiver, out, d);
+            m.args.iter().for_each(|a| strings(a, out, d));
+        }
+        Expr::Call(c) => c.args.iter().for_each(|a| strings(a, out, d)),
+        Expr::Reference(r) => strings(&r.expr, out, d),
+        Expr::Paren(p) => strings(&p.expr, out, d),
+        Expr::Group(g) => strings(&g.expr, out, d),
+        Expr::Await(a) => strings(&a.base, out, d),
+        Expr::Try(t) => strings(&t.expr, out, d),
+        Expr::Binary(b) => {
+            strings(&b.left, out, d);
+            strings(&b.right, out, d);
+        }
+        Expr::Array(a) => a.elems.iter().for_each(|x| strings(x, out, d)),
+        Expr::Tuple(a) => a.elems.iter().for_each(|x| strings(x, out, d)),
+        _ => {}
+    }
+}
+
+fn struct_lit(e: &Expr) -> Option<StructLit> {
+    match e {
+        Expr::Struct(s) => Some(StructLit {
+            ty: s
+                .path
+                .segments
+                .last()
+                .map(|x| x.ident.to_string())
+                .unwrap_or_default(),
+            fields: s.fields.iter().map(|f| member(&f.member)).collect(),
+        }),
+        Expr::Call(c) => c.args.iter().find_map(struct_lit),
+        Expr::MethodCall(m) => {
+            struct_lit(&m.receiver).or_else(|| m.args.iter().find_map(struct_lit))
+        }
+        Expr::Reference(r) => struct_lit(&r.expr),
+        Expr::Paren(p) => struct_lit(&p.expr),
+        Expr::Await(a) => struct_lit(&a.base),
+        Expr::Try(t) => struct_lit(&t.expr),
+        _ => None,
+    }
+}
+
+fn arg_info(e: &Expr) -> Arg {
+    let mut a = Arg::default();
+    paths(e, &mut a.paths, 0);
+    let mut strs = Vec::new();
+    strings(e, &mut strs, 0);
+    for s in strs {
+        if a.sql.is_none()
+            && let Some(info) = sql::classify(&s)
+        {
+            a.sql = Some(info);
+            continue;
+        }
+        if s.len() <= MAX_STR {
+            a.strs.push(s);
+        }
+    }
+    arg_scan(e, &mut a, 0);
+    a.lit = struct_lit(e);
+    a.mut_borrow = matches!(e, Expr::Reference(r) if r.mutability.is_some())
+        || matches!(e, Expr::MethodCall(m) if m.method == "as_mut");
+    a.closure = is_deferred(e);
+    a
+}
+
+/// Closures and async blocks passed as arguments run later (or inside the callee), so they are
+/// lowered after the call event: directly, or wrapped once (`Box::pin(async move { .. })`).
+fn is_deferred(e: &Expr) -> bool {
+    match e {
+        Expr::Closure(_) | Expr::Async(_) => true,
+        Expr::Call(c) => c
+            .args
+            .iter()
+            .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_))),
+        Expr::MethodCall(m) => {
+            matches!(&*m.receiver, Expr::Async(_) | Expr::Closure(_))
+                || m.args
+                    .iter()
+                    .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_)))
+        }
+        _ => false,
+    }
+}
+
+/// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
+fn arg_scan(e: &Expr, a: &mut Arg, depth: u32) {
+    if depth > 24 {
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::MethodCall(m) => {
+            let name = m.method.to_string();
+            if matches!(
+                name.as_str(),
+                "eq" | "ne"
+                    | "gt"
+                    | "lt"
+                    | "ge"
+                    | "le"
+                    | "eq_any"
+                    | "is_null"
+                    | "is_not_null"
+                    | "lte"
+                    | "gte"
+                    | "is_in"
+                    | "like"
+                    | "between"
+            ) && let Some(col) = place_parts(&m.receiver).and_then(|p| p.last().cloned())
+            {
+                a.eq_cols.push(col.to_ascii_lowercase());
+            }
+            arg_scan(&m.receiver, a, d);
+            m.args.iter().for_each(|x| arg_scan(x, a, d));
+        }
+        Expr::Call(c) => {
+            if let Expr::Path(p) = &*c.func {
+                let s: Vec<String> = p
+                    .path
+                    .segments
+                    .iter()
+                    .map(|s| s.ident.to_string())
+                    .collect();
+                if a.calls.len() < 8 {
+                    a.calls.push(s.join("::"));
+                }
+            }
+            c.args.iter().for_each(|x| arg_scan(x, a, d));
+        }
+        Expr::Reference(r) => arg_scan(&r.expr, a, d),
+        Expr::Paren(p) => arg_scan(&p.expr, a, d),
+        Expr::Unary(u) => arg_scan(&u.expr, a, d),
+        Expr::Binary(b) => {
+            arg_scan(&b.left, a, d);
+            arg_scan(&b.right, a, d);
+        }
+        Expr::Struct(s) => s.fields.iter().for_each(|f| arg_scan(&f.expr, a, d)),
+        _ => {}
+    }
+}
+
+fn block_diverges(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match s {
+        Stmt::Expr(e, _) => expr_diverges(e),
+        Stmt::Macro(m) => macro_diverges(&m.mac),
+        _ => false,
+    })
+}
+
+pub(super) fn expr_diverges(e: &Expr) -> bool {
+    match e {
+        Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => true,
+        Expr::Block(b) => block_diverges(&b.block),
+        Expr::Macro(m) => macro_diverges(&m.mac),
+        Expr::If(i) => {
+            block_diverges(&i.then_branch)
+                && i.else_branch
+                    .as_ref()
+                    .is_some_and(|(_, e)| expr_diverges(e))
+        }
+        Expr::Try(t) => {
+            matches!(&*t.expr, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Err")))
+        }
+        _ => false,
+    }
+}
+
+fn macro_diverges(m: &syn::Macro) -> bool {
+    m.path.segments.last().is_some_and(|s| {
+        matches!(
+            s.ident.to_string().as_str(),
+            "bail" | "panic" | "unreachable" | "todo" | "unimplemented"
+        )
+    })
+}
+
+fn first_span(p: &syn::Path) -> Span {
+    p.segments
+        .first()
+        .map(|s| s.ident.span())
+        .unwrap_or_else(Span::call_site)
+}
+
+fn first_pat_span(p: &Pat) -> Span {
+    match p {
+        Pat::Ident(i) => i.ident.span(),
+        Pat::Guard(g) => first_pat_span(&g.pat),
+        Pat::Path(p) => first_span(&p.path),
+        Pat::TupleStruct(t) => first_span(&t.path),
+        Pat::Struct(s) => first_span(&s.path),
+        Pat::Wild(w) => w.underscore_token.span,
+        _ => p.span(),
+    }
+}
+
+/// The left-most token of an expression, without building a token stream.
+pub(super) fn start_span(e: &Expr) -> Span {
+    match e {
+        Expr::Path(p) => first_span(&p.path),
+        Expr::Call(c) => start_span(&c.func),
+        Expr::MethodCall(m) => start_span(&m.receiver),
+        Expr::Field(f) => start_span(&f.base),
+        Expr::Await(a) => start_span(&a.base),
+        Expr::Try(t) => start_span(&t.expr),
+        Expr::Macro(m) => first_span(&m.mac.path),
+        Expr::Lit(l) => l.lit.span(),
+        Expr::Reference(r) => r.and_token.span,
+        Expr::Unary(u) => start_span(&u.expr),
+        Expr::Paren(p) => p.paren_token.span.open(),
+        Expr::Binary(b) => start_span(&b.left),
+        Expr::Index(i) => start_span(&i.expr),
+        Expr::Cast(c) => start_span(&c.expr),
+        Expr::Struct(s) => first_span(&s.path),
+        Expr::Async(a) => a.async_token.span,
+        Expr::Closure(c) => c.inputs_begin.span,
+        Expr::Block(b) => b.block.brace_token.span.open(),
+        _ => Span::call_site(),
+    }
+}
+
+/// The right-most token of an expression, without building a token stream.
+pub(super) fn end_span(e: &Expr) -> Span {
+    match e {
+        Expr::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.span())
+            .unwrap_or_else(Span::call_site),
+        Expr::Call(c) => c.paren_token.span.close(),
+        Expr::MethodCall(m) => m.paren_token.span.close(),
+        Expr::Field(f) => match &f.member {
+            Member::Named(i) => i.span(),
+            Member::Unnamed(i) => i.span,
+        },
+        Expr::Await(a) => a.await_token.span,
+        Expr::Try(t) => t.question_token.span,
+        Expr::Macro(m) => m.mac.bang_token.span,
+        Expr::Lit(l) => l.lit.span(),
+        Expr::Reference(r) => end_span(&r.expr),
+        Expr::Unary(u) => end_span(&u.expr),
+        Expr::Paren(p) => p.paren_token.span.close(),
+        Expr::Binary(b) => end_span(&b.right),
+        Expr::Index(i) => i.bracket_token.span.close(),
+        Expr::Let(l) => end_span(&l.expr),
+        Expr::Block(b) => b.block.brace_token.span.close(),
+        Expr::Struct(s) => s.brace_token.span.close(),
+        _ => start_span(e),
+    }
+}

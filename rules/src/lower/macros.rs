@@ -1,0 +1,190 @@
+//! Macro bodies that hold expressions: `sqlx::query!` & co., `tokio::select!`, `join!`,
+//! `format!`-built strings, `assert!` / `ensure!` conditions.
+
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::{Expr, Pat, Token};
+
+pub fn is_query_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "query"
+            | "query_as"
+            | "query_scalar"
+            | "query_unchecked"
+            | "query_as_unchecked"
+            | "query_scalar_unchecked"
+            | "query_file"
+            | "query_file_as"
+    )
+}
+
+pub fn is_format_like(name: &str) -> bool {
+    matches!(
+        name,
+        "format" | "concat" | "write" | "writeln" | "format_args"
+    )
+}
+
+/// Macros whose arguments are plain expressions worth lowering (their calls are effects).
+pub fn is_lowered_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "join" | "try_join" | "vec" | "dbg" | "Ok" | "Some" | "pin" | "json"
+    )
+}
+
+/// The comma-separated expressions of a macro call (empty when they do not parse).
+pub fn parse_args(tokens: &TokenStream) -> Vec<Expr> {
+    if tokens.is_empty() {
+        return Vec::new();
+    }
+    let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
+    match parser.parse2(tokens.clone()) {
+        Ok(p) => p.into_iter().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The first string literal among a macro's tokens.
+pub fn first_literal(tokens: &TokenStream) -> Option<String> {
+    for tt in tokens.clone() {
+        if let TokenTree::Literal(l) = tt {
+            if let Ok(s) = syn::parse_str::<syn::LitStr>(&l.to_string()) {
+                return Some(s.value());
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// The literals of `concat!("a", "b")` joined.
+pub fn concat_literals(tokens: &TokenStream) -> String {
+    let mut out = String::new();
+    for tt in tokens.clone() {
+        if let TokenTree::Literal(l) = tt
+            && let Ok(s) = syn::parse_str::<syn::LitStr>(&l.to_string())
+        {
+            out.push_str(&s.value());
+        }
+    }
+    out
+}
+
+/// Lowercase identifiers (and `a.b` paths) in a macro's tokens, for conditions such as
+/// `ensure!(order.status == Status::Pending, ..)` when the arguments are not plain expressions.
+pub fn token_paths(tokens: &TokenStream, out: &mut Vec<String>) {
+    let mut prev: Option<String> = None;
+    let mut dot = false;
+    for tt in tokens.clone() {
+        match tt {
+            TokenTree::Ident(i) => {
+                let s = i.to_string();
+                let lower = s
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_lowercase() || c == '_');
+                if dot && let Some(p) = &prev {
+                    let joined = format!("{p}.{s}");
+                    if out.len() < 64 && !out.contains(&joined) {
+                        out.push(joined.clone());
+                    }
+                    prev = Some(joined);
+                } else if lower {
+                    if out.len() < 64 && !out.contains(&s) {
+                        out.push(s.clone());
+                    }
+                    prev = Some(s);
+                } else {
+                    prev = None;
+                }
+                dot = false;
+            }
+            TokenTree::Punct(p) if p.as_char() == '.' => dot = prev.is_some(),
+            TokenTree::Group(g) => {
+                token_paths(&g.stream(), out);
+                prev = None;
+                dot = false;
+            }
+            _ => {
+                prev = None;
+                dot = false;
+            }
+        }
+    }
+}
+
+/// The branches of `tokio::select! { pat = fut => body, .. }`: pattern, future, body.
+pub fn select_branches(tokens: &TokenStream) -> Vec<(Option<Pat>, Option<Expr>, Option<Expr>)> {
+    let toks: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        // Pattern up to a lone `=`, future up to `=>` (an `, if cond` precondition is dropped),
+        // body up to the next top-level `,` (or a brace group followed by anything).
+        let mut pat = TokenStream::new();
+        let mut fut = TokenStream::new();
+        let mut body = TokenStream::new();
+        let mut stage = 0;
+        while i < toks.len() {
+            let t = &toks[i];
+            let is_fat_arrow = matches!(t, TokenTree::Punct(p) if p.as_char() == '=' && p.spacing() == Spacing::Joint)
+                && matches!(toks.get(i + 1), Some(TokenTree::Punct(q)) if q.as_char() == '>');
+            let is_eq = matches!(t, TokenTree::Punct(p) if p.as_char() == '=' && p.spacing() == Spacing::Alone);
+            let is_comma = matches!(t, TokenTree::Punct(p) if p.as_char() == ',');
+            match stage {
+                0 if is_eq => stage = 1,
+                0 if is_fat_arrow => {
+                    i += 1;
+                    stage = 3;
+                }
+                0 => pat.extend([t.clone()]),
+                1 if is_fat_arrow => {
+                    i += 1;
+                    stage = 3;
+                }
+                1 if is_comma => stage = 2,
+                1 => fut.extend([t.clone()]),
+                2 if is_fat_arrow => {
+                    i += 1;
+                    stage = 3;
+                }
+                2 => {}
+                _ if is_comma => {
+                    i += 1;
+                    break;
+                }
+                _ => {
+                    let brace =
+                        matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace);
+                    body.extend([t.clone()]);
+                    if brace && body.clone().into_iter().count() == 1 {
+                        i += 1;
+                        if matches!(toks.get(i), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+                            i += 1;
+                        }
+                        break;
+                    }
+                }
+            }
+            i += 1;
+        }
+        if pat.is_empty() && fut.is_empty() && body.is_empty() {
+            continue;
+        }
+        let pat = if fut.is_empty() {
+            None
+        } else {
+            Pat::parse_single.parse2(pat).ok()
+        };
+        let fut = syn::parse2::<Expr>(fut).ok();
+        let body = syn::parse2::<Expr>(body).ok();
+        out.push((pat, fut, body));
+        if out.len() > 64 {
+            break;
+        }
+    }
+    out
+}

@@ -1,0 +1,88 @@
+//! Types as written, flattened into [`TypeRef`]s for receiver classification.
+
+use crate::ir::TypeRef;
+use syn::{GenericArgument, PathArguments, Type, TypeParamBound};
+
+/// Flattens a type into the paths it mentions, in pre-order.
+pub fn type_ref(ty: &Type) -> TypeRef {
+    let mut out = Vec::new();
+    walk(ty, &mut out, 0);
+    out
+}
+
+/// The name of an impl's self type (`Service` for `impl<T> Service<T>`).
+pub fn type_name(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        Type::Reference(r) => type_name(&r.elem),
+        Type::Paren(p) => type_name(&p.elem),
+        Type::Group(g) => type_name(&g.elem),
+        _ => None,
+    }
+}
+
+fn path_string(path: &syn::Path) -> String {
+    let mut s = String::new();
+    for (i, seg) in path.segments.iter().enumerate() {
+        if i > 0 {
+            s.push_str("::");
+        }
+        s.push_str(&seg.ident.to_string());
+    }
+    s
+}
+
+fn walk(ty: &Type, out: &mut Vec<String>, depth: u32) {
+    if depth > 32 || out.len() > 24 {
+        return;
+    }
+    match ty {
+        Type::Path(p) => {
+            if let Some(q) = &p.qself {
+                walk(&q.ty, out, depth + 1);
+            }
+            out.push(path_string(&p.path));
+            for seg in &p.path.segments {
+                if let PathArguments::AngleBracketed(a) = &seg.arguments {
+                    for arg in &a.args {
+                        if let GenericArgument::Type(t) = arg {
+                            walk(t, out, depth + 1);
+                        }
+                    }
+                }
+            }
+        }
+        Type::Reference(r) => walk(&r.elem, out, depth + 1),
+        Type::Ptr(r) => walk(&r.elem, out, depth + 1),
+        Type::Paren(p) => walk(&p.elem, out, depth + 1),
+        Type::Group(g) => walk(&g.elem, out, depth + 1),
+        Type::Slice(s) => walk(&s.elem, out, depth + 1),
+        Type::Array(s) => walk(&s.elem, out, depth + 1),
+        Type::Tuple(t) => t.elems.iter().for_each(|e| walk(e, out, depth + 1)),
+        Type::TraitObject(t) => bounds(t.bounds.iter(), "dyn ", out, depth),
+        Type::ImplTrait(t) => bounds(t.bounds.iter(), "impl ", out, depth),
+        _ => {}
+    }
+}
+
+fn bounds<'a>(
+    it: impl Iterator<Item = &'a TypeParamBound>,
+    prefix: &str,
+    out: &mut Vec<String>,
+    depth: u32,
+) {
+    for b in it {
+        if let TypeParamBound::Trait(t) = b {
+            out.push(format!("{prefix}{}", path_string(&t.path)));
+            for seg in &t.path.segments {
+                if let PathArguments::AngleBracketed(a) = &seg.arguments {
+                    for arg in &a.args {
+                        if let GenericArgument::Type(t) = arg {
+                            walk(t, out, depth + 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Questions the rules share, answered over one body's trace and its classified effects:
+//! which lock guards and transactions are live at an event, which events run detached (spawned
+//! or delayed), which locals derive from a read, whether a write's result is checked.
+
+use crate::ir::{Body, Ev, Region};
+use crate::kb::{BodyEffects, K};
+use std::collections::HashSet;
+
+/// A live lock or transaction: the event that opened it and the local holding it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Open {
+    pub event: u32,
+    pub name: Option<String>,
+}
+
+/// What is live just before an event.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub locks: Vec<Open>,
+    pub txs: Vec<Open>,
+    /// Inside a spawned task or delayed job (not running in the caller's flow).
+    pub detached: bool,
+}
+
+/// For each call event, the names its result is bound to (`let tx = pool.begin().await?`).
+pub fn binders(body: &Body) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); body.events.len()];
+    for ev in &body.events {
+        if let Ev::Bind(b) = &ev.kind
+            && let Some(&last) = b.calls.last()
+            && out[last as usize].is_empty()
+        {
+            out[last as usize] = b.names.clone();
+        }
+    }
+    out
+}
+
+fn is_detaching(fx: &BodyEffects, call: u32) -> bool {
+    fx.effs
+        .get(call as usize)
+        .is_some_and(|e| e.iter().any(|e| matches!(e.kind, K::Spawn | K::Schedule)))
+}
+
+/// Which events run detached from the body's flow.
+pub fn detached(body: &Body, fx: &BodyEffects) -> Vec<bool> {
+    let mut out = vec![false; body.events.len()];
+    let mut stack: Vec<bool> = Vec::new();
+    let mut cur = false;
+    for (i, ev) in body.events.iter().enumerate() {
+        match &ev.kind {
+            Ev::Enter(r) => {
+                stack.push(cur);
+                if let Region::Closure { call: Some(c) } = r
+                    && is_detaching(fx, *c)
+                {
+                    cur = true;
+                }
+            }
+            Ev::Leave => cur = stack.pop().unwrap_or(false),
+            _ => {}
+        }
+        out[i] = cur;
+    }
+    out
+}
+
+/// The live locks and transactions before each event.
+pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
+    let bind = binders(body);
+    let mut out = Vec::with_capacity(body.events.len());
+    let mut cur = State::default();
+    let mut stack: Vec<(State, bool)> = Vec::new();
+    for (i, ev) in body.events.iter().enumerate() {
+        out.push(cur.clone());
+        match &ev.kind {
+            Ev::Enter(r) => {
+                let saved = cur.clone();
+                match r {
+                    Region::Branch { diverges } => stack.push((saved, *diverges)),
+                    Region::Loop => stack.push((saved, false)),
+                    Region::Closure { call } => {
+                        stack.push((saved, true));
+                        if let Some(c) = call {
+                            if is_detaching(fx, *c) {
+                                cur = State {
+                                    detached: true,
+                                    ..State::default()
+                                };
+                            } else if fx.effs[*c as usize].iter().any(|e| e.kind == K::TxClosure) {
+                                cur.txs.push(Open {
+                                    event: *c,
+                                    name: None,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            Ev::Leave => {
+                if let Some((saved, restore)) = stack.pop() {
+                    if restore {
+                        cur = saved;
+                    }
+                }
+            }
+            Ev::Drop { name } => {
+                cur.locks.retain(|o| o.name.as_deref() != Some(name));
+                cur.txs.retain(|o| o.name.as_deref() != Some(name));
+            }
+            Ev::Call(_) => {
+                let names = &bind[i];
+                let held = names.first().filter(|n| n.as_str() != "_").cloned();
+                for e in &fx.effs[i] {
+                    match e.kind {
+                        K::Lock if held.is_some() => cur.locks.push(Open {
+                            event: i as u32,
+                            name: held.clone(),
+                        }),
+                        K::Claim if held.is_some() && e.what.contains("lock") => {
+                            cur.locks.push(Open {
+                                event: i as u32,
+                                name: held.clone(),
+                            })
+                        }
+                        K::TxBegin => cur.txs.push(Open {
+                            event: i as u32,
+                            name: held.clone(),
+                        }),
+                        K::TxCommit | K::TxRollback => {
+                            let on = e.on.as_deref().and_then(|s| s.split('.').next());
+                            if let Some(pos) = cur.txs.iter().rposition(|o| o.name.as_deref() == on)
+                            {
+                                cur.txs.remove(pos);
+                            } else if e.on.is_none() || on.is_some_and(|n| !n.is_empty()) {
+                                cur.txs.pop();
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                // An un-bound redis lock (`SET lock:x NX`) holds until the end of the body.
+                if held.is_none()
+                    && fx.effs[i]
+                        .iter()
+                        .any(|e| e.kind == K::Claim && e.what.contains("lock"))
+                {
+                    cur.locks.push(Open {
+                        event: i as u32,
+                        name: None,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Locals whose value derives from the result of call event `from` (bound from it, or from a
+/// local that is).
+pub fn derived(body: &Body, from: u32) -> HashSet<String> {
+    let mut set: HashSet<String> = HashSet::new();
+    for ev in &body.events[from as usize..] {
+        if let Ev::Bind(b) = &ev.kind {
+            let direct = b.calls.contains(&from);
+            let via = b.deps.iter().any(|d| set.contains(first(d)));
+            if direct || via {
+                set.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
+            }
+        }
+    }
+    set
+}
+
+pub fn first(path: &str) -> &str {
+    path.split('.').next().unwrap_or(path)
+}
+
+/// Events (after `from`) that test the result of call `from`: conditions on a derived local, or
+/// conditions whose own calls include it (`if q.execute().await?.rows_affected() == 0`).
+pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
+    let set = derived(body, from);
+    let mut out = Vec::new();
+    for (i, ev) in body.events.iter().enumerate().skip(from as usize) {
+        if let Ev::Cond { deps, calls } = &ev.kind
+            && (calls.contains(&from) || deps.iter().any(|d| set.contains(first(d))))
+        {
+            out.push(i as u32);
+        }
+    }
+    // `?` on the write itself with a rows-affected or optional-row check in the chain.
+    if let Ev::Call(c) = &body.events[from as usize].kind
+        && c.steps.iter().any(|s| {
+            matches!(
+                s.name.as_str(),
+                "rows_affected" | "ok_or" | "ok_or_else" | "ensure_one" | "expect_one"
+            )
+        })
+    {
+        out.push(from);
+    }
+    out
+}

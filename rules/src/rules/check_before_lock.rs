@@ -1,0 +1,246 @@
+//! `check-before-lock`: state read and tested before the lock / transaction / row lock, then
+//! written under it without a re-read (TOCTOU); also a plain SELECT inside a transaction, a branch
+//! on it, and an unguarded UPDATE of the same row.
+
+use super::{RuleCx, declare_rule};
+use crate::diagnostic::Diagnostic;
+use crate::ir::Ev;
+use crate::kb::K;
+use crate::query;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a write done under a lock, a transaction or a row lock when the state that decided
+    /// the write was read and tested *before* the lock was taken and is not read again under it.
+    /// Also flags a plain `SELECT` inside a transaction, a branch on its result, then an `UPDATE`
+    /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
+    /// (`WHERE status = ..` with the rows affected checked).
+    ///
+    /// ### Why is this bad?
+    ///
+    /// The lock only serialises what happens *inside* it. A message that read the state before
+    /// the lock decides with facts that may already be stale:
+    ///
+    /// ```text
+    /// t0  payment callback reads order 42: status = pending
+    /// t1  cancel request locks order 42, sets status = cancelled, unlocks
+    /// t2  payment callback takes the lock (legally, it is free now)
+    /// t3  payment callback writes status = paid      <- a cancelled order is now paid
+    /// ```
+    ///
+    /// Under `READ COMMITTED` the same happens inside one transaction when the row is read
+    /// without `FOR UPDATE`: two transactions both see `open` and both act.
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// let order = sqlx::query_as::<_, Order>("SELECT * FROM orders WHERE id = $1")
+    ///     .bind(id).fetch_one(&pool).await?;
+    /// if order.status != "pending" { return Ok(()); }
+    /// let mut tx = pool.begin().await?;
+    /// sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+    ///     .bind(id).execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Take the lock, re-read, verify, then write — or let the write carry the check:
+    ///
+    /// ```rust,ignore
+    /// let mut tx = pool.begin().await?;
+    /// let order = sqlx::query_as::<_, Order>("SELECT * FROM orders WHERE id = $1 FOR UPDATE")
+    ///     .bind(id).fetch_one(&mut *tx).await?;
+    /// if order.status != "pending" { return Ok(()); }
+    /// sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+    ///     .bind(id).execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    ///
+    /// // or: a conditional update whose result is checked
+    /// let done = sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'")
+    ///     .bind(id).execute(&pool).await?;
+    /// if done.rows_affected() == 0 { return Ok(Stale); }
+    /// ```
+    ///
+    /// Or generate that shape: `#[staleguard::fenced(..)]` on the handler takes the lock,
+    /// re-reads the state under it, verifies the operation identity and only then runs the body.
+    ///
+    /// ### Known problems
+    ///
+    /// The analysis is syntactic: it matches the read and the write by table (SQL text, diesel
+    /// and sea-orm entity names) or by place, not by row. A re-read hidden behind a function the
+    /// crate does not define is not seen; a read of a different row of the same table counts as
+    /// a re-read.
+    pub static RULE = {
+        name: "check-before-lock",
+        level: Error,
+        summary: "state read and tested before the lock or transaction, not re-read after it",
+    };
+}
+
+pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.body.fenced {
+        return;
+    }
+    let n = cx.body.events.len() as u32;
+    for w in 0..n {
+        if cx.detached[w as usize] {
+            continue;
+        }
+        let Some(write) = cx.eff(w, K::Write) else {
+            continue;
+        };
+        if write.token && write.delete {
+            continue;
+        }
+        let checked = !query::tests_of(cx.body, w).is_empty();
+        if write.conditional && checked {
+            continue;
+        }
+        // A helper that reads and writes re-reads for itself.
+        if write.via.is_some()
+            && cx
+                .effs(w)
+                .iter()
+                .any(|e| e.kind == K::Read && e.via == write.via)
+        {
+            continue;
+        }
+        let st = &cx.states[w as usize];
+        let temp = write.on.as_deref() == Some("temp");
+        let mut protections: Vec<(u32, &str)> = Vec::new();
+        for l in &st.locks {
+            protections.push((l.event, "lock taken here"));
+        }
+        for t in &st.txs {
+            protections.push((t.event, "transaction begun here"));
+        }
+        if temp {
+            protections.push((w, "lock taken here"));
+        }
+        let wtable = write.table.as_deref();
+        let mut reported = false;
+        // Read before the protection, tested, not re-read after it.
+        for &(p, plabel) in &protections {
+            if reported {
+                break;
+            }
+            let reread = (p + usize::from(!temp) as u32..w).any(|r| {
+                !cx.detached[r as usize]
+                    && cx.effs(r).iter().any(|e| {
+                        e.kind == K::Read
+                            && RuleCx::same_state(e.table.as_deref(), wtable)
+                            && bound_or_tested(cx, r)
+                    })
+            });
+            if reread {
+                continue;
+            }
+            for r in (0..p).rev() {
+                if cx.detached[r as usize] {
+                    continue;
+                }
+                let Some(read) = cx.eff(r, K::Read) else {
+                    continue;
+                };
+                if !RuleCx::same_state(read.table.as_deref(), wtable) {
+                    continue;
+                }
+                let tests = query::tests_of(cx.body, r);
+                let Some(&c) = tests.iter().find(|&&c| c > r && c < w) else {
+                    continue;
+                };
+                let mut d = cx.diag(
+                    &RULE,
+                    w,
+                    format!(
+                        "state read before the {} is written under it without a re-read",
+                        kind_word(plabel)
+                    ),
+                );
+                d.primary_label = Some("written here without re-reading".into());
+                d.labels.push(cx.label(r, "state read here"));
+                d.labels.push(cx.label(c, "checked here"));
+                d.labels.push(cx.label(p, plabel));
+                d.help = Some(format!(
+                    "re-read the state after the {} and verify it (or `SELECT .. FOR UPDATE`, or a conditional `UPDATE .. WHERE status = ..` with the rows affected checked); `#[staleguard::fenced(..)]` generates this shape",
+                    kind_word(plabel)
+                ));
+                d.notes.extend(cx.chain_notes(read));
+                d.notes.extend(cx.chain_notes(write));
+                out.push(d);
+                reported = true;
+                break;
+            }
+        }
+        if reported {
+            continue;
+        }
+        // A plain SELECT inside the transaction, tested, then an unguarded write of the same row.
+        let Some(tx) = st.txs.last() else { continue };
+        if write.conditional && checked {
+            continue;
+        }
+        if write.table.is_none() {
+            continue;
+        }
+        let locked = (tx.event..w).any(|r| {
+            cx.effs(r).iter().any(|e| {
+                (e.kind == K::Read && e.locking || e.kind == K::Lock)
+                    && RuleCx::same_state(e.table.as_deref(), wtable)
+            })
+        });
+        if locked || !st.locks.is_empty() {
+            continue;
+        }
+        for r in (tx.event + 1..w).rev() {
+            if cx.detached[r as usize] {
+                continue;
+            }
+            let Some(read) = cx.eff(r, K::Read) else {
+                continue;
+            };
+            if read.locking
+                || read.token
+                || read.table.is_none()
+                || !RuleCx::same_state(read.table.as_deref(), wtable)
+            {
+                continue;
+            }
+            if !cx.states[r as usize].locks.is_empty() {
+                continue;
+            }
+            let tests = query::tests_of(cx.body, r);
+            let Some(&c) = tests.iter().find(|&&c| c > r && c < w) else {
+                continue;
+            };
+            let mut d = cx.diag(&RULE, w, "row read inside the transaction without `FOR UPDATE` is updated from a stale check".to_string());
+            d.primary_label = Some("written here without a row lock or a guard".into());
+            d.labels
+                .push(cx.label(r, "state read here without `FOR UPDATE`"));
+            d.labels.push(cx.label(c, "checked here"));
+            d.labels.push(cx.label(tx.event, "transaction begun here"));
+            d.help = Some(
+                "read the row with `SELECT .. FOR UPDATE`, or make the write conditional (`WHERE status = ..`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
+                    .to_string(),
+            );
+            out.push(d);
+            break;
+        }
+    }
+}
+
+fn kind_word(label: &str) -> &'static str {
+    if label.starts_with("transaction") {
+        "transaction"
+    } else {
+        "lock"
+    }
+}
+
+/// A read whose result is used (bound or tested), so it counts as a re-read.
+fn bound_or_tested(cx: &RuleCx<'_>, r: u32) -> bool {
+    cx.body.events.iter().any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.contains(&r) && b.names.iter().any(|n| n != "_")))
+        || !query::tests_of(cx.body, r).is_empty()
+}

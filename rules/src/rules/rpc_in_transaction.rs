@@ -1,0 +1,95 @@
+//! `rpc-in-transaction`: a remote call (directly or through a helper) while a database
+//! transaction is open, or inside a transaction closure.
+
+use super::{RuleCx, declare_rule};
+use crate::diagnostic::Diagnostic;
+use crate::kb::K;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a remote call — an HTTP request, a gRPC call, an AWS SDK call, a message publish, or
+    /// a call to a crate function that makes one — made between a transaction's begin and its
+    /// commit or rollback, or inside a transaction closure (`conn.transaction(|c| ..)`,
+    /// sea-orm `db.transaction(|txn| Box::pin(async move { .. }))`).
+    ///
+    /// ### Why is this bad?
+    ///
+    /// The remote side commits on its own schedule; the local transaction can still roll back.
+    /// And the transaction holds its row locks and a pooled connection for as long as the
+    /// remote call takes:
+    ///
+    /// ```text
+    /// t0  BEGIN; UPDATE orders SET status = 'charging' WHERE id = 42
+    /// t1  POST /charges                  (payment provider charges the card)
+    /// t2  the response times out after 30 s; the handler returns an error
+    /// t3  ROLLBACK                       <- the order is "pending" again, the card is charged
+    /// t4  the customer retries           <- charged twice
+    /// ```
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// let mut tx = pool.begin().await?;
+    /// sqlx::query("UPDATE orders SET status = 'charging' WHERE id = $1").bind(id).execute(&mut *tx).await?;
+    /// let receipt = http.post(PSP_URL).json(&charge).send().await?;
+    /// tx.commit().await?;
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Persist the intent (`PROCESSING`, with the operation id) and commit, make the remote call
+    /// outside the transaction, then record the outcome in a second short transaction. Treat a
+    /// timeout as UNKNOWN, to be reconciled, never as FAILED. An outbox table drained by a worker
+    /// gives the same shape durably. `#[staleguard::idempotent(..)]` generates the
+    /// claim → call → complete sequence around a handler.
+    ///
+    /// ### Known problems
+    ///
+    /// A remote call is recognised from the client's type, the `.await`ed builder shape and the
+    /// crate's own functions; a client behind a trait object implemented outside the crate is
+    /// recognised only by its name (`gateway`, `client`, ..) or through configured
+    /// `knowledge.remote_calls`.
+    pub static RULE = {
+        name: "rpc-in-transaction",
+        level: Error,
+        summary: "remote call while a database transaction is open",
+    };
+}
+
+pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    for i in 0..cx.body.events.len() as u32 {
+        let st = &cx.states[i as usize];
+        let Some(tx) = st.txs.last() else { continue };
+        let Some(remote) = cx.eff(i, K::Remote) else {
+            continue;
+        };
+        let message = match remote.via {
+            Some(c) => format!(
+                "`{}` makes a remote call while a database transaction is open",
+                cx.krate.body(c).name
+            ),
+            None => "remote call while a database transaction is open".to_string(),
+        };
+        let mut d = cx.diag(&RULE, i, message);
+        d.primary_label = Some(match remote.via {
+            Some(_) => "called inside the transaction".to_string(),
+            None => format!("{} inside the transaction", remote.what),
+        });
+        let closure = cx.has(tx.event, K::TxClosure);
+        d.labels.push(cx.label(
+            tx.event,
+            if closure {
+                "transaction closure begins here"
+            } else {
+                "transaction begun here"
+            },
+        ));
+        d.help = Some(
+            "commit first (persist the intent as PROCESSING), make the remote call outside the transaction, then record the outcome; `#[staleguard::idempotent(..)]` generates this shape"
+                .to_string(),
+        );
+        d.notes.extend(cx.chain_notes(remote));
+        out.push(d);
+    }
+}

@@ -1,0 +1,465 @@
+//! `timeout-without-operation-id`: a delayed task or timer whose payload carries a resource id
+//! but no operation identity, and whose action writes state without comparing one (ABA).
+
+use super::{RuleCx, declare_rule};
+use crate::diagnostic::Diagnostic;
+use crate::facts::BodyId;
+use crate::ir::{Ev, Region};
+use crate::kb::K;
+use crate::kb::names::{is_operation_identity, is_resource_id};
+use std::collections::HashSet;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a delayed task — a spawned task that sleeps, a `DelayQueue` entry, a delayed job —
+    /// whose payload (captured variables, or the job struct's fields, resolved across files)
+    /// names the resource (`seat_id`) but not the operation that scheduled it (reservation,
+    /// attempt, generation, version, lease, token, operation id), and whose action writes state
+    /// without comparing such an identity.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// A timeout is a message from the past. By the time it fires the resource may belong to a
+    /// new round:
+    ///
+    /// ```text
+    /// t0   user A reserves seat 7; a 10-minute "release seat 7" timer is scheduled
+    /// t5   user A cancels; user B reserves seat 7
+    /// t10  the timer fires: UPDATE seats SET status = 'free' WHERE id = 7
+    ///      <- user B's live reservation is released (ABA)
+    /// ```
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// tokio::spawn(async move {
+    ///     tokio::time::sleep(HOLD).await;
+    ///     sqlx::query("UPDATE seats SET status = 'free' WHERE id = $1").bind(seat_id).execute(&pool).await
+    /// });
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Carry the operation identity in the payload and compare it when the timer fires, in Rust
+    /// or in the write's `WHERE`:
+    ///
+    /// ```rust,ignore
+    /// tokio::spawn(async move {
+    ///     tokio::time::sleep(HOLD).await;
+    ///     sqlx::query("UPDATE seats SET status = 'free' WHERE id = $1 AND reservation_id = $2")
+    ///         .bind(seat_id).bind(reservation_id).execute(&pool).await
+    /// });
+    /// ```
+    ///
+    /// `#[staleguard::fenced(..)]` on the timer's handler generates the lock → re-read → verify
+    /// identity sequence.
+    ///
+    /// ### Known problems
+    ///
+    /// Identities are recognised by name (`reservation_id`, `attempt`, `generation`, `version`,
+    /// `lease`, `token`, ..). A `DelayQueue` consumer or job handler that the crate does not
+    /// define is not inspected: the payload alone decides.
+    pub static RULE = {
+        name: "timeout-without-operation-id",
+        level: Error,
+        summary: "delayed task carries only the resource id and acts without checking the operation identity",
+    };
+}
+
+pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let n = cx.body.events.len() as u32;
+    for s in 0..n {
+        if cx.has(s, K::Spawn) {
+            spawned(cx, s, out);
+        } else if let Some(eff) = cx.eff(s, K::Schedule) {
+            scheduled(cx, s, eff, out);
+        }
+    }
+}
+
+/// What a delayed task carries.
+struct Payload {
+    /// Field and captured names (last path segments).
+    names: Vec<String>,
+    ty: Option<String>,
+}
+
+/// Where a delayed task's action is.
+enum Action {
+    /// Events `[start, end)` of this body.
+    Region(u32, u32),
+    /// Crate functions (job handlers, spawned helpers, queue consumers).
+    Bodies(Vec<BodyId>),
+}
+
+/// The `[start, end)` event ranges of the closure regions attached to call `s`.
+fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let evs = &cx.body.events;
+    let mut i = s as usize + 1;
+    while i < evs.len() {
+        match &evs[i].kind {
+            Ev::Enter(Region::Closure { call: Some(c) }) if *c == s => {
+                let end = region_end(cx, i as u32);
+                out.push((i as u32 + 1, end));
+                i = end as usize + 1;
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+fn region_end(cx: &RuleCx<'_>, enter: u32) -> u32 {
+    (enter as usize + 1..cx.body.events.len())
+        .find(|&j| cx.enter_of[j] == Some(enter))
+        .unwrap_or(cx.body.events.len()) as u32
+}
+
+fn last(p: &str) -> &str {
+    p.rsplit('.').next().unwrap_or(p)
+}
+
+fn root(p: &str) -> &str {
+    p.split('.').next().unwrap_or(p)
+}
+
+/// The payload of a closure region: captured locals of the enclosing body (a captured local
+/// holding a struct literal contributes its fields).
+fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
+    let evs = &cx.body.events;
+    let mut outer: Vec<&str> = cx.body.params.iter().map(|(n, _)| n.as_str()).collect();
+    let mut lits: Vec<(&str, &crate::ir::StructLit)> = Vec::new();
+    for ev in &evs[..start as usize] {
+        if let Ev::Bind(b) = &ev.kind {
+            outer.extend(b.names.iter().map(String::as_str));
+            if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
+                lits.push((n.as_str(), l));
+            }
+        }
+    }
+    let mut inner: HashSet<&str> = HashSet::new();
+    let mut used: Vec<&str> = Vec::new();
+    for ev in &evs[start as usize..end as usize] {
+        match &ev.kind {
+            Ev::Bind(b) => {
+                used.extend(b.deps.iter().map(String::as_str));
+                inner.extend(b.names.iter().map(String::as_str));
+            }
+            Ev::Cond { deps, .. } | Ev::Assign { deps, .. } => {
+                used.extend(deps.iter().map(String::as_str))
+            }
+            Ev::Call(c) => {
+                if let Some(r) = c.recv.first() {
+                    used.push(r.as_str());
+                }
+                for a in c.all_args() {
+                    used.extend(a.paths.iter().map(String::as_str));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut payload = Payload {
+        names: Vec::new(),
+        ty: None,
+    };
+    for p in used {
+        let r = root(p);
+        if r == "self" || inner.contains(r) || !outer.contains(&r) {
+            continue;
+        }
+        if let Some((_, l)) = lits.iter().rev().find(|(n, _)| *n == r) {
+            payload.ty = Some(l.ty.clone());
+            for f in &l.fields {
+                push(&mut payload.names, f);
+            }
+        }
+        push(&mut payload.names, last(p));
+    }
+    payload
+}
+
+fn push(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
+    // `tokio::spawn(async move { .. })`
+    for (start, end) in regions(cx, s) {
+        let payload = captured(cx, start, end);
+        judge(cx, s, &payload, &Action::Region(start, end), true, out);
+    }
+    let Ev::Call(call) = &cx.body.events[s as usize].kind else {
+        return;
+    };
+    for arg in call.all_args() {
+        let Some(j) = arg.ev else { continue };
+        let Ev::Call(inner) = &cx.body.events[j as usize].kind else {
+            continue;
+        };
+        let callees = &cx.fx.callees[j as usize];
+        if !callees.is_empty() {
+            // `tokio::spawn(worker::release_after(db, ReleaseSeat { .. }, HOLD))`
+            let mut payload = Payload {
+                names: Vec::new(),
+                ty: None,
+            };
+            for a in inner.all_args() {
+                if let Some(l) = &a.lit {
+                    payload.ty = Some(l.ty.clone());
+                    for f in &l.fields {
+                        push(&mut payload.names, f);
+                    }
+                }
+                for p in &a.paths {
+                    push(&mut payload.names, last(p));
+                }
+            }
+            struct_fields(cx, &mut payload);
+            judge(cx, s, &payload, &Action::Bodies(callees.clone()), true, out);
+        } else if let [name] = inner.func.as_slice() {
+            // `let run = move || async move { .. }; tokio::spawn(run());`
+            let bind = cx.body.events[..s as usize]
+                .iter()
+                .rev()
+                .find_map(|e| match &e.kind {
+                    Ev::Bind(b) if b.names.len() == 1 && &b.names[0] == name => Some(b),
+                    _ => None,
+                });
+            if let Some(enter) = bind.and_then(|b| b.closure) {
+                let end = region_end(cx, enter);
+                let payload = captured(cx, enter + 1, end);
+                judge(cx, s, &payload, &Action::Region(enter + 1, end), true, out);
+            }
+        }
+    }
+}
+
+/// Adds the fields of a payload struct defined in the crate.
+fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
+    if let Some(t) = &payload.ty
+        && let Some(fields) = cx.krate.facts.structs.get(t)
+    {
+        for (f, _) in fields {
+            push(&mut payload.names, f);
+        }
+    }
+}
+
+fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagnostic>) {
+    let mut payload = Payload {
+        names: Vec::new(),
+        ty: eff.payload_ty.clone(),
+    };
+    for p in &eff.payload {
+        push(&mut payload.names, last(p));
+    }
+    struct_fields(cx, &mut payload);
+    let mut handlers: Vec<BodyId> = Vec::new();
+    if let Some(t) = &payload.ty {
+        // Job handlers: methods of the payload type, or fns taking it.
+        for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
+            for (bi, b) in bodies.iter().enumerate() {
+                let method = b.self_ty.as_deref() == Some(t.as_str())
+                    && b.params.iter().any(|(n, _)| n == "self");
+                let takes = b
+                    .params
+                    .iter()
+                    .any(|(n, ty)| n != "self" && ty.iter().any(|x| last_seg(x) == t));
+                if method || takes {
+                    handlers.push(BodyId {
+                        file: fi as u32,
+                        body: bi as u32,
+                    });
+                }
+            }
+        }
+    }
+    if handlers.is_empty()
+        && let Some(queue) = &eff.table
+    {
+        // A `DelayQueue` consumer: a fn of the same type (or this fn) polling the same queue.
+        let parts: Vec<&str> = queue.split('.').collect();
+        for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
+            for (bi, b) in bodies.iter().enumerate() {
+                let same_owner = if parts.first() == Some(&"self") {
+                    b.self_ty == cx.body.self_ty
+                } else {
+                    fi as u32 == cx.id.file && bi as u32 == cx.id.body
+                };
+                if !same_owner {
+                    continue;
+                }
+                let polls = b.events.iter().any(|e| match &e.kind {
+                    Ev::Call(c) => {
+                        c.recv.iter().map(String::as_str).eq(parts.iter().copied())
+                            && c.steps.iter().any(|st| {
+                                matches!(
+                                    st.name.as_str(),
+                                    "next" | "poll_expired" | "try_next" | "poll_next"
+                                )
+                            })
+                    }
+                    _ => false,
+                });
+                if polls {
+                    handlers.push(BodyId {
+                        file: fi as u32,
+                        body: bi as u32,
+                    });
+                }
+            }
+        }
+    }
+    judge(cx, s, &payload, &Action::Bodies(handlers), false, out);
+}
+
+fn last_seg(s: &str) -> &str {
+    s.rsplit("::").next().unwrap_or(s)
+}
+
+/// Decides and reports. `needs_sleep`: a spawned task is a timer only if it waits.
+fn judge(
+    cx: &RuleCx<'_>,
+    s: u32,
+    payload: &Payload,
+    action: &Action,
+    needs_sleep: bool,
+    out: &mut Vec<Diagnostic>,
+) {
+    let res: Vec<&str> = payload
+        .names
+        .iter()
+        .map(String::as_str)
+        .filter(|p| is_resource_id(p))
+        .collect();
+    if res.is_empty() {
+        return;
+    }
+    let ids: Vec<&str> = payload
+        .names
+        .iter()
+        .map(String::as_str)
+        .filter(|p| is_operation_identity(p))
+        .collect();
+    let mut labels = Vec::new();
+    let mut notes = Vec::new();
+    match action {
+        Action::Region(start, end) => {
+            let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
+                return;
+            };
+            let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
+                return;
+            };
+            if !ids.is_empty() && region_compares(cx, *start, *end, &ids) {
+                return;
+            }
+            labels.push(cx.label(sleep, "waits here"));
+            labels.push(cx.label(write, "writes state here when it fires"));
+            if let Some(w) = cx.eff(write, K::Write) {
+                notes.extend(cx.chain_notes(w));
+            }
+        }
+        Action::Bodies(bodies) => {
+            let writers: Vec<BodyId> = bodies
+                .iter()
+                .copied()
+                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Write)))
+                .collect();
+            if needs_sleep
+                && !bodies
+                    .iter()
+                    .any(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Sleep)))
+            {
+                return;
+            }
+            if bodies.is_empty() {
+                // No action in the crate: the payload alone decides.
+                if !ids.is_empty() {
+                    return;
+                }
+            } else {
+                if writers.is_empty() {
+                    return;
+                }
+                if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
+                    return;
+                }
+                let b = cx.krate.body(writers[0]);
+                notes.push(format!(
+                    "`{}` runs when it fires and writes state ({}:{})",
+                    b.name, cx.krate.paths[writers[0].file as usize], b.sp.line
+                ));
+            }
+        }
+    }
+    let mut d = cx.diag(
+        &RULE,
+        s,
+        "delayed task carries the resource id but acts without checking the operation identity"
+            .to_string(),
+    );
+    d.primary_label = Some("delayed task scheduled here".to_string());
+    d.labels = labels;
+    let what = match &payload.ty {
+        Some(t) => format!("the payload `{t}` carries"),
+        None => "the task captures".to_string(),
+    };
+    if ids.is_empty() {
+        d.notes.push(format!(
+            "{what} `{}` but no reservation / attempt / generation / version id",
+            res.join("`, `")
+        ));
+    } else {
+        d.notes.push(format!(
+            "{what} `{}` but the action never compares it",
+            ids.join("`, `")
+        ));
+    }
+    d.notes.extend(notes);
+    d.help = Some(help());
+    out.push(d);
+}
+
+/// Is one of `ids` compared in events `[start, end)`: tested, or passed to a write or a helper?
+fn region_compares(cx: &RuleCx<'_>, start: u32, end: u32, ids: &[&str]) -> bool {
+    (start..end).any(|i| events_compare(cx.body, cx.fx, i as usize, ids))
+}
+
+fn body_compares(cx: &RuleCx<'_>, id: BodyId, ids: &[&str]) -> bool {
+    let body = cx.krate.body(id);
+    let fx = &cx.krate.effects[&id];
+    (0..body.events.len()).any(|i| events_compare(body, fx, i, ids))
+}
+
+fn events_compare(
+    body: &crate::ir::Body,
+    fx: &crate::kb::BodyEffects,
+    i: usize,
+    ids: &[&str],
+) -> bool {
+    let named = |p: &String| ids.contains(&last(p));
+    match &body.events[i].kind {
+        Ev::Cond { deps, .. } => deps.iter().any(named),
+        Ev::Call(c) => {
+            let passes =
+                c.all_args().any(|a| a.paths.iter().any(named)) || c.recv.iter().any(named);
+            passes
+                && (fx.effs[i]
+                    .iter()
+                    .any(|e| matches!(e.kind, K::Write | K::Read | K::Claim))
+                    || !fx.callees[i].is_empty())
+                || fx.effs[i].iter().any(|e| e.ident_guard)
+        }
+        _ => false,
+    }
+}
+
+fn help() -> String {
+    "carry the operation identity (reservation / attempt / generation id) in the payload and compare it when the timer fires, in code or in the write's `WHERE`; `#[staleguard::fenced(..)]` generates the re-read and check".to_string()
+}

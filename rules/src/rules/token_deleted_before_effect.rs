@@ -1,0 +1,141 @@
+//! `token-deleted-before-effect`: an idempotency key / one-time token deleted or consumed before
+//! the side effect it guards, or checked and deleted in separate steps around the effect.
+
+use super::{RuleCx, declare_rule};
+use crate::diagnostic::Diagnostic;
+use crate::kb::{Eff, K};
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags the deletion (or consumption) of an idempotency key or one-time token that happens
+    /// before the side effect it guards, and the non-atomic form: the token is checked (`GET`,
+    /// `EXISTS`, `SELECT`) and deleted in separate steps around the effect.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// Deleted first, a failed effect can no longer be retried with the same token; checked and
+    /// deleted separately, two duplicates both pass the check:
+    ///
+    /// ```text
+    /// t0  request A: GET idem:abc -> exists
+    /// t1  request B: GET idem:abc -> exists        (a retry of the same submit)
+    /// t2  request A: charge the card
+    /// t3  request B: charge the card               <- charged twice
+    /// t4  request A: DEL idem:abc; request B: DEL idem:abc
+    /// ```
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// let _: () = redis.del(format!("submit:{token}")).await?;
+    /// gateway.charge(&order).await?;   // fails: the token is gone, the user cannot retry
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Claim the key atomically (`SET key owner NX PX ttl`, `INSERT .. ON CONFLICT DO NOTHING`
+    /// with the result checked, or a Lua script), run the effect, then mark the record complete
+    /// (or FAILED / UNKNOWN); a duplicate in flight sees "still processing". Or annotate the
+    /// handler with `#[staleguard::idempotent(..)]`, which generates that state machine.
+    ///
+    /// ### Known problems
+    ///
+    /// Tokens are recognised by key and table names (`idem:`, `*_token`, `idempotency_keys`) and
+    /// configured `knowledge.token_checks` / `knowledge.token_deletes`; a token stored under an
+    /// unrelated name is not seen.
+    pub static RULE = {
+        name: "token-deleted-before-effect",
+        level: Error,
+        summary: "idempotency token deleted before the effect, or checked and deleted in separate steps",
+    };
+}
+
+fn is_delete(e: &Eff) -> bool {
+    e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
+}
+
+fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32) -> Option<&'a Eff> {
+    if cx.detached[i as usize] {
+        return None;
+    }
+    cx.effs(i).iter().find(|e| match e.kind {
+        K::Remote => true,
+        K::Write => !e.token,
+        _ => false,
+    })
+}
+
+pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.body.idempotent {
+        return;
+    }
+    let n = cx.body.events.len() as u32;
+    let claims: Vec<u32> = (0..n).filter(|&i| cx.has(i, K::Claim)).collect();
+    for d in 0..n {
+        if cx.detached[d as usize] {
+            continue;
+        }
+        let Some(del) = cx.effs(d).iter().find(|e| is_delete(e)) else {
+            continue;
+        };
+        if claims.iter().any(|&c| c < d) {
+            continue;
+        }
+        // Deleted before the effect.
+        let end = cx.reach_end(d);
+        if let Some(e) = (d + 1..end).find(|&e| is_effect(cx, e).is_some()) {
+            let eff = is_effect(cx, e).expect("effect");
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token deleted before the effect it guards".to_string(),
+            );
+            diag.primary_label = Some(format!("{} before the effect", del.what));
+            diag.labels
+                .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
+            diag.help = Some(help());
+            diag.notes.push(
+                "if the effect fails the token is gone and the request cannot be retried"
+                    .to_string(),
+            );
+            diag.notes.extend(cx.chain_notes(eff));
+            out.push(diag);
+            continue;
+        }
+        // Checked and deleted in separate steps around the effect.
+        let checked = (0..d).rev().find(|&c| {
+            !cx.detached[c as usize]
+                && cx.effs(c).iter().any(|e| {
+                    e.kind == K::Read
+                        && e.token
+                        && RuleCx::same_state(e.table.as_deref(), del.table.as_deref())
+                })
+        });
+        if let Some(c) = checked
+            && let Some(e) = (c + 1..d).find(|&e| is_effect(cx, e).is_some())
+        {
+            let eff = is_effect(cx, e).expect("effect");
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token checked and deleted in separate steps around the effect".to_string(),
+            );
+            diag.primary_label = Some("deleted here, after the effect".to_string());
+            diag.labels.push(cx.label(c, "token checked here"));
+            diag.labels
+                .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
+            diag.help = Some(help());
+            diag.notes.push(
+                "two duplicates can both pass the check before either deletes the token"
+                    .to_string(),
+            );
+            diag.notes.extend(cx.chain_notes(eff));
+            out.push(diag);
+        }
+    }
+}
+
+fn help() -> String {
+    "claim the token atomically (`SET .. NX`, `INSERT .. ON CONFLICT DO NOTHING` with the result checked, or a Lua script), run the effect, then mark it complete; `#[staleguard::idempotent(..)]` generates this shape".to_string()
+}

@@ -1,0 +1,482 @@
+//! SQL text classification: SELECT vs `SELECT .. FOR UPDATE` vs UPDATE (with its SET and WHERE
+//! columns), INSERT (with `ON CONFLICT DO NOTHING`), DELETE, and transaction control.
+//!
+//! The text is tokenized with `sqlparser`'s tokenizer (so quoting, comments and placeholders are
+//! handled by a real SQL lexer); the statement shape is then read from the token stream, which
+//! also works for dialect extensions and fragments that a full parser would reject.
+
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+/// What one SQL statement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlKind {
+    Select,
+    Update,
+    Insert,
+    Delete,
+    Begin,
+    Commit,
+    Rollback,
+    Other,
+}
+
+/// The facts the rules need about one SQL statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlInfo {
+    pub kind: SqlKind,
+    /// Tables read or written (lowercase, unqualified).
+    pub tables: Vec<String>,
+    /// `SELECT .. FOR UPDATE` / `FOR NO KEY UPDATE` / `FOR SHARE` / `LOCK IN SHARE MODE`.
+    pub locking: bool,
+    /// Columns assigned by `UPDATE .. SET` (lowercase).
+    pub set_cols: Vec<String>,
+    /// Columns compared in the WHERE clause (lowercase, unqualified).
+    pub where_cols: Vec<String>,
+    /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
+    pub on_conflict_nothing: bool,
+    pub returning: bool,
+}
+
+impl SqlInfo {
+    /// The main table (first one named).
+    pub fn table(&self) -> Option<&str> {
+        self.tables.first().map(String::as_str)
+    }
+
+    /// A write whose WHERE clause tests more than the row key: current state, version, owner or
+    /// operation identity (`WHERE id = $1 AND status = 'pending'`).
+    pub fn is_conditional(&self) -> bool {
+        self.where_cols.iter().any(|c| !is_plain_key(c))
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.kind,
+            SqlKind::Update | SqlKind::Insert | SqlKind::Delete
+        )
+    }
+}
+
+/// A column that only names the row (`id`, `order_id`), not its state.
+pub fn is_plain_key(col: &str) -> bool {
+    if matches!(col, "id" | "uuid" | "key" | "pk" | "token" | "code") || col.ends_with("_key") {
+        return true;
+    }
+    if crate::kb::names::is_operation_identity(col) {
+        return false;
+    }
+    col == "id"
+        || col == "uuid"
+        || col == "key"
+        || col == "pk"
+        || col.ends_with("_id")
+        || col.ends_with("_key")
+}
+
+/// Does this string literal look like SQL at all?
+pub fn looks_like_sql(text: &str) -> bool {
+    let t = text.trim_start();
+    let head: String = t.chars().take(18).collect::<String>().to_ascii_uppercase();
+    [
+        "SELECT ",
+        "SELECT\n",
+        "UPDATE ",
+        "INSERT ",
+        "DELETE ",
+        "WITH ",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "START TRANSACTION",
+        "REPLACE INTO",
+    ]
+    .iter()
+    .any(|k| head.starts_with(k))
+        || head == "SELECT"
+}
+
+/// Classifies SQL text; `None` when it is not SQL.
+pub fn classify(text: &str) -> Option<SqlInfo> {
+    if !looks_like_sql(text) {
+        return None;
+    }
+    // `format!` placeholders are replaced so the lexer sees plain identifiers.
+    let cleaned;
+    let text = if text.contains('{') {
+        cleaned = replace_format_holes(text);
+        cleaned.as_str()
+    } else {
+        text
+    };
+    let dialect = PostgreSqlDialect {};
+    let tokens = Tokenizer::new(&dialect, text).tokenize().ok()?;
+    let toks: Vec<Tok> = tokens
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Whitespace(_) => None,
+            Token::Word(w) => Some(Tok::Word(
+                w.value.to_ascii_lowercase(),
+                w.quote_style.is_some(),
+            )),
+            Token::Eq
+            | Token::DoubleEq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq => Some(Tok::Cmp),
+            Token::LParen => Some(Tok::Open),
+            Token::RParen => Some(Tok::Close),
+            Token::Comma => Some(Tok::Comma),
+            Token::Period => Some(Tok::Dot),
+            Token::SemiColon => Some(Tok::Semi),
+            _ => Some(Tok::Other),
+        })
+        .collect();
+    Some(analyse(&toks))
+}
+
+fn replace_format_holes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_hole = false;
+    for c in text.chars() {
+        match (c, in_hole) {
+            ('{', false) => {
+                in_hole = true;
+                out.push_str("x");
+            }
+            ('}', true) => in_hole = false,
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Word(String, bool),
+    Cmp,
+    Open,
+    Close,
+    Comma,
+    Dot,
+    Semi,
+    Other,
+}
+
+impl Tok {
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(self, Tok::Word(w, false) if w == kw)
+    }
+}
+
+const CLAUSE_END: &[&str] = &[
+    "where",
+    "returning",
+    "from",
+    "order",
+    "limit",
+    "group",
+    "having",
+    "for",
+    "on",
+    "values",
+    "set",
+    "join",
+    "left",
+    "right",
+    "inner",
+    "outer",
+    "union",
+    "select",
+    "lock",
+    "using",
+    "offset",
+    "window",
+];
+
+fn analyse(toks: &[Tok]) -> SqlInfo {
+    let mut info = SqlInfo {
+        kind: SqlKind::Other,
+        tables: Vec::new(),
+        locking: false,
+        set_cols: Vec::new(),
+        where_cols: Vec::new(),
+        on_conflict_nothing: false,
+        returning: false,
+    };
+    // The statement's verb: the first top-level verb after an optional WITH clause.
+    let mut depth = 0i32;
+    let mut verb_at = None;
+    for (i, t) in toks.iter().enumerate() {
+        match t {
+            Tok::Open => depth += 1,
+            Tok::Close => depth -= 1,
+            Tok::Word(w, false) if depth == 0 => {
+                let kind = match w.as_str() {
+                    "select" => Some(SqlKind::Select),
+                    "update"
+                        if !prev_is_kw(toks, i, "for")
+                            && !prev_is_kw(toks, i, "key")
+                            && !prev_is_kw(toks, i, "do") =>
+                    {
+                        Some(SqlKind::Update)
+                    }
+                    "insert" | "replace" if i == 0 || verb_at.is_none() => Some(SqlKind::Insert),
+                    "delete" => Some(SqlKind::Delete),
+                    "begin" | "start" => Some(SqlKind::Begin),
+                    "commit" | "end" => Some(SqlKind::Commit),
+                    "rollback" | "abort" => Some(SqlKind::Rollback),
+                    _ => None,
+                };
+                if let Some(k) = kind {
+                    // In `WITH x AS (..) UPDATE ..` the last top-level verb wins over a select
+                    // inside the CTE (which is at depth > 0 anyway).
+                    if verb_at.is_none() || info.kind == SqlKind::Select && k != SqlKind::Select {
+                        info.kind = k;
+                        verb_at = Some(i);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let start = verb_at.unwrap_or(0);
+    // Tables: identifiers after FROM / JOIN / UPDATE / INTO.
+    for i in 0..toks.len() {
+        let introduces = match &toks[i] {
+            Tok::Word(w, false) => {
+                matches!(w.as_str(), "from" | "join" | "into")
+                    || (w == "update" && i == start && info.kind == SqlKind::Update)
+            }
+            _ => false,
+        };
+        if introduces && let Some(name) = object_name(toks, i + 1) {
+            push_unique(&mut info.tables, name);
+        }
+    }
+    // Locking reads.
+    for i in 0..toks.len() {
+        if toks[i].is_kw("for") {
+            let next = toks.get(i + 1);
+            if next.is_some_and(|t| {
+                t.is_kw("update") || t.is_kw("share") || t.is_kw("no") || t.is_kw("key")
+            }) {
+                info.locking = true;
+            }
+        }
+        if toks[i].is_kw("lock") && toks.get(i + 1).is_some_and(|t| t.is_kw("in")) {
+            info.locking = true;
+        }
+        if toks[i].is_kw("returning") {
+            info.returning = true;
+        }
+        if toks[i].is_kw("conflict") && toks[i + 1..].iter().take(12).any(|t| t.is_kw("nothing")) {
+            info.on_conflict_nothing = true;
+        }
+        if toks[i].is_kw("ignore") && i > 0 && toks[i - 1].is_kw("insert") {
+            info.on_conflict_nothing = true;
+        }
+    }
+    // SET columns (UPDATE) and WHERE columns (UPDATE, DELETE, SELECT).
+    let mut i = start;
+    while i < toks.len() {
+        if toks[i].is_kw("set") && info.kind == SqlKind::Update {
+            let mut j = i + 1;
+            let mut expect_col = true;
+            let mut depth = 0i32;
+            while j < toks.len() {
+                match &toks[j] {
+                    Tok::Open => depth += 1,
+                    Tok::Close => depth -= 1,
+                    Tok::Comma if depth == 0 => expect_col = true,
+                    Tok::Word(w, quoted) if depth == 0 => {
+                        if !quoted && CLAUSE_END.contains(&w.as_str()) {
+                            break;
+                        }
+                        if expect_col {
+                            if toks.get(j + 1) == Some(&Tok::Dot) {
+                                j += 1;
+                                continue;
+                            }
+                            push_unique(&mut info.set_cols, w.clone());
+                            expect_col = false;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        if toks[i].is_kw("where") {
+            let mut j = i + 1;
+            let mut depth = 0i32;
+            while j < toks.len() {
+                match &toks[j] {
+                    Tok::Open => depth += 1,
+                    Tok::Close => {
+                        depth -= 1;
+                        if depth < 0 {
+                            break;
+                        }
+                    }
+                    Tok::Semi => break,
+                    Tok::Word(w, quoted) => {
+                        if depth == 0
+                            && !quoted
+                            && matches!(
+                                w.as_str(),
+                                "returning" | "order" | "limit" | "for" | "group" | "lock"
+                            )
+                        {
+                            break;
+                        }
+                        let next = toks.get(j + 1);
+                        let compared = matches!(next, Some(Tok::Cmp))
+                            || next.is_some_and(|t| {
+                                t.is_kw("in")
+                                    || t.is_kw("is")
+                                    || t.is_kw("like")
+                                    || t.is_kw("between")
+                                    || t.is_kw("not")
+                            });
+                        let prev_cmp = j > 0 && matches!(toks[j - 1], Tok::Cmp);
+                        let is_keyword = !quoted && SQL_WORDS.contains(&w.as_str());
+                        if compared && !is_keyword && !prev_cmp {
+                            push_unique(&mut info.where_cols, w.clone());
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    info
+}
+
+const SQL_WORDS: &[&str] = &[
+    "and",
+    "or",
+    "not",
+    "null",
+    "true",
+    "false",
+    "now",
+    "current_timestamp",
+    "exists",
+    "select",
+    "any",
+    "all",
+    "coalesce",
+    "lower",
+    "upper",
+];
+
+fn prev_is_kw(toks: &[Tok], i: usize, kw: &str) -> bool {
+    i > 0 && toks[i - 1].is_kw(kw)
+}
+
+fn object_name(toks: &[Tok], mut i: usize) -> Option<String> {
+    // Skip `ONLY`, `IGNORE INTO`-style noise.
+    while toks
+        .get(i)
+        .is_some_and(|t| t.is_kw("only") || t.is_kw("lateral"))
+    {
+        i += 1;
+    }
+    let mut name = match toks.get(i)? {
+        Tok::Word(w, quoted) if *quoted || !SQL_WORDS.contains(&w.as_str()) => w.clone(),
+        _ => return None,
+    };
+    if name == "select" {
+        return None;
+    }
+    while toks.get(i + 1) == Some(&Tok::Dot) {
+        if let Some(Tok::Word(w, _)) = toks.get(i + 2) {
+            name = w.clone();
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    Some(name)
+}
+
+fn push_unique(v: &mut Vec<String>, s: String) {
+    if !v.contains(&s) {
+        v.push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_with_guard() {
+        let i = classify("UPDATE orders SET status = 'paid', paid_at = now() WHERE id = $1 AND status = 'pending'").unwrap();
+        assert_eq!(i.kind, SqlKind::Update);
+        assert_eq!(i.tables, vec!["orders"]);
+        assert_eq!(i.set_cols, vec!["status", "paid_at"]);
+        assert_eq!(i.where_cols, vec!["id", "status"]);
+        assert!(i.is_conditional());
+    }
+
+    #[test]
+    fn update_by_key_only() {
+        let i = classify("update public.orders o set status = $2 where o.id = $1").unwrap();
+        assert_eq!(i.tables, vec!["orders"]);
+        assert_eq!(i.where_cols, vec!["id"]);
+        assert!(!i.is_conditional());
+    }
+
+    #[test]
+    fn select_for_update() {
+        let i = classify("SELECT status FROM seats WHERE id = $1 FOR UPDATE").unwrap();
+        assert_eq!(i.kind, SqlKind::Select);
+        assert!(i.locking);
+        let j = classify("SELECT status FROM seats WHERE id = ?").unwrap();
+        assert!(!j.locking);
+    }
+
+    #[test]
+    fn insert_on_conflict() {
+        let i = classify("INSERT INTO idem_keys (key, state) VALUES ($1, 'processing') ON CONFLICT (key) DO NOTHING").unwrap();
+        assert_eq!(i.kind, SqlKind::Insert);
+        assert_eq!(i.tables, vec!["idem_keys"]);
+        assert!(i.on_conflict_nothing);
+        let u =
+            classify("INSERT INTO t (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET a = excluded.a")
+                .unwrap();
+        assert_eq!(u.kind, SqlKind::Insert);
+        assert!(!u.on_conflict_nothing);
+    }
+
+    #[test]
+    fn delete_and_control() {
+        assert_eq!(
+            classify("DELETE FROM tokens WHERE token = $1")
+                .unwrap()
+                .kind,
+            SqlKind::Delete
+        );
+        assert_eq!(classify("BEGIN").unwrap().kind, SqlKind::Begin);
+        assert_eq!(classify("commit").unwrap().kind, SqlKind::Commit);
+        assert!(classify("hello world").is_none());
+    }
+
+    #[test]
+    fn format_holes() {
+        let i = classify("UPDATE {table} SET status = '{}' WHERE id = $1").unwrap();
+        assert_eq!(i.kind, SqlKind::Update);
+        assert_eq!(i.set_cols, vec!["status"]);
+    }
+}
