@@ -573,3 +573,107 @@ async fn identity_is_checked<S: IdempotencyStore>(shop: Arc<Shop<S>>) {
     assert_eq!(shop.runs.load(Ordering::SeqCst), 3);
 }
 on_every_store!(identity_is_checked, Default::default());
+
+/// Records span names and event messages emitted on the current thread.
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("span {}", span.metadata().name()));
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(Option<String>);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+        }
+        let mut message = Message(None);
+        event.record(&mut message);
+        self.0.lock().unwrap().push(message.0.unwrap_or_default());
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Claim, replay, in progress, takeover, fenced and unknown each leave a trace.
+#[tokio::test]
+async fn state_changes_are_traced() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _default = tracing::subscriber::set_default(Capture(Arc::clone(&seen)));
+    let file = ScratchFile::new("ledger");
+    let pool = sqlx::SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&file.0)
+            .create_if_missing(true),
+    )
+    .await
+    .unwrap();
+    let ledger = Ledger::sqlite(pool).await;
+    let shop = Shop::new(memory_store(Default::default()), ledger.clone());
+    charge(&shop, pay("k", "o", 1)).await.unwrap();
+    charge(&shop, pay("k", "o", 1)).await.unwrap();
+    assert_eq!(
+        charge(&shop, pay("k", "o", 2)).await,
+        Err(AppError::Idem(Idem::Mismatch))
+    );
+    let gateway = Gateway::default();
+    assert_eq!(
+        charge_remote(&shop, pay("t", "ot", 1), &gateway).await,
+        Err(AppError::Timeout)
+    );
+    assert_eq!(
+        charge_remote(&shop, pay("t", "ot", 1), &gateway).await,
+        Err(AppError::Idem(Idem::InProgress))
+    );
+    // A takeover and a fenced late owner, on one thread: the first call is polled until it
+    // waits, then the second takes over (zero lease).
+    let lease_free = Shop::new(memory_store(no_lease()), ledger);
+    let release = Notify::new();
+    let req = pay("late", "ol", 1);
+    let mut first = std::pin::pin!(slow(&lease_free, req.clone(), &release));
+    assert!(futures_poll_once(first.as_mut()).await.is_none());
+    slow(&lease_free, req, &release).await.unwrap();
+    release.notify_one();
+    assert_eq!(first.await, Err(AppError::Idem(Idem::Fenced)));
+    let seen = seen.lock().unwrap().clone();
+    for expected in [
+        "span idempotency.claim",
+        "span idempotency.complete",
+        "idempotency claimed",
+        "idempotency replay",
+        "idempotency key reused with a different payload",
+        "idempotency unknown",
+        "idempotency in progress",
+        "idempotency takeover",
+        "idempotency fenced: completion rejected",
+    ] {
+        assert!(
+            seen.iter().any(|s| s == expected),
+            "no {expected:?} in {seen:#?}"
+        );
+    }
+}
+
+/// Polls `future` once: `Some(output)` if it finished.
+async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
+    let mut future = future;
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut future).poll(cx) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}

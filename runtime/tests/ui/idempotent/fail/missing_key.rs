@@ -1,0 +1,10 @@
+#[path = "../support.rs"]
+mod support;
+use support::*;
+
+#[staleguard::idempotent(store = state.idem)]
+async fn charge(state: &AppState, req: Pay) -> Result<Receipt, PayError> {
+    Ok(Receipt { amount: req.amount })
+}
+
+fn main() {}
