@@ -54,6 +54,10 @@ pub struct Eff {
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
     pub ident_guard: bool,
     pub delete: bool,
+    /// In-memory state behind a lock (not persisted).
+    pub mem: bool,
+    /// Creates a new row (`INSERT`) rather than changing one.
+    pub insert: bool,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
@@ -76,6 +80,8 @@ impl Eff {
             conditional: false,
             ident_guard: false,
             delete: false,
+            mem: false,
+            insert: false,
             token: false,
             what: what.into(),
             on: None,
@@ -112,6 +118,8 @@ pub(crate) struct Cx<'a> {
     pub sql_locals: HashMap<String, SqlInfo>,
     pub str_locals: HashMap<String, Vec<String>>,
     pub lit_locals: HashMap<String, StructLit>,
+    /// Guard locals and the place they lock.
+    pub guard_places: HashMap<String, String>,
 }
 
 /// Classifies every call event of a body.
@@ -132,6 +140,7 @@ pub fn classify_body(
         sql_locals: HashMap::new(),
         str_locals: HashMap::new(),
         lit_locals: HashMap::new(),
+        guard_places: HashMap::new(),
     };
     for (name, ty) in &body.params {
         let class = types::class_of(ty, facts, file);
@@ -164,7 +173,21 @@ pub fn classify_body(
                 } else {
                     b.lit.as_ref().map(|l| Class::User(l.ty.clone()))
                 };
+                let locked = b.calls.last().and_then(|&l| {
+                    out.effs[l as usize]
+                        .iter()
+                        .find(|e| e.kind == K::Lock)
+                        .and_then(|e| e.table.clone())
+                });
                 for name in &b.names {
+                    match &locked {
+                        Some(place) => {
+                            cx.guard_places.insert(name.clone(), place.clone());
+                        }
+                        None => {
+                            cx.guard_places.remove(name);
+                        }
+                    }
                     match &class {
                         Some(c) if b.names.len() == 1 || *c == Class::Channel => {
                             cx.env.insert(name.clone(), c.clone());
@@ -188,6 +211,16 @@ pub fn classify_body(
                     }
                 }
             }
+            Ev::Assign { target, .. } => {
+                // `g.balance -= amount` / `*g = ..` through a guard.
+                let root = target.split('.').next().unwrap_or(target);
+                if cx.env.get(root) == Some(&Class::Guard) {
+                    let mut e = Eff::new(K::Write, format!("writes through the guard `{target}`"))
+                        .with_table(cx.guard_places.get(root).cloned());
+                    e.mem = true;
+                    out.effs[i].push(e);
+                }
+            }
             _ => {}
         }
     }
@@ -203,8 +236,6 @@ impl Cx<'_> {
             self.body.self_ty.clone().map(Class::User)?
         } else if let Some(c) = self.env.get(first) {
             c.clone()
-        } else if parts.len() == 1 {
-            return None;
         } else {
             return None;
         };
@@ -248,6 +279,9 @@ impl Cx<'_> {
     /// SQL reaching any argument of the call.
     pub fn call_sql(&self, call: &Call) -> Option<SqlInfo> {
         if let Some(s) = call.sql() {
+            return Some(s.clone());
+        }
+        if let Some(s) = call.recv.first().and_then(|r| self.sql_locals.get(r)) {
             return Some(s.clone());
         }
         for a in call.all_args() {
@@ -492,7 +526,7 @@ impl Cx<'_> {
     /// The crate bodies a call may run.
     fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
         let fns = &self.facts.fns;
-        if !call.func.is_empty() && call.steps.len() >= 1 {
+        if !call.func.is_empty() && !call.steps.is_empty() {
             let name = call.func_last();
             if name.ends_with('!') {
                 return Vec::new();
@@ -521,8 +555,10 @@ impl Cx<'_> {
                         out.extend(self.facts.methods(self.bodies, tr, &step.name));
                     }
                 }
-                if matches!(recv, Class::Trait(_)) {
-                    if let Some(tys) = self.facts.trait_impls.get(t) {
+                if matches!(recv, Class::Trait(_))
+                    && let Some(tys) = self.facts.trait_impls.get(t)
+                {
+                    {
                         for ty in tys {
                             out.extend(self.facts.methods(self.bodies, ty, &step.name));
                         }

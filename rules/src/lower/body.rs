@@ -80,7 +80,13 @@ impl Lw<'_, '_> {
                     paths(&init.expr, &mut deps, 0);
                     let mut strs = Vec::new();
                     strings(&init.expr, &mut strs, 0);
-                    let sql = strs.iter().find_map(|s| sql::classify(s));
+                    // SQL text held by the local (a string, or a prepared statement), not the
+                    // result of running it.
+                    let sql = if holds_sql_text(&init.expr) {
+                        strs.iter().find_map(|s| sql::classify(s))
+                    } else {
+                        None
+                    };
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);
                     let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
@@ -736,19 +742,11 @@ impl Lw<'_, '_> {
                     self.push(sp, Ev::Leave);
                 }
             }
-            "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
-            | "ensure" | "assert_matches" => {
+            "ensure" | "ensure_eq" => {
                 let args = macros::parse_args(&m.tokens);
                 let start = self.ev.len();
                 let mut deps = Vec::new();
-                for a in args
-                    .iter()
-                    .take(if name.contains("eq") || name.contains("ne") {
-                        2
-                    } else {
-                        1
-                    })
-                {
+                for a in args.iter().take(if name.contains("eq") { 2 } else { 1 }) {
                     self.expr(a);
                     paths(a, &mut deps, 0);
                 }
@@ -964,10 +962,10 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 .last()
                 .map(|s| s.ident.to_string())
                 .unwrap_or_default();
-            if macros::is_format_like(&name) || name == "concat" {
-                if let Some(s) = macros::first_literal(&m.mac.tokens) {
-                    out.push(s);
-                }
+            if (macros::is_format_like(&name) || name == "concat")
+                && let Some(s) = macros::first_literal(&m.mac.tokens)
+            {
+                out.push(s);
             }
         }
         Expr::MethodCall(m) => {
@@ -1220,5 +1218,30 @@ pub(super) fn end_span(e: &Expr) -> Span {
         Expr::Block(b) => b.block.brace_token.span.close(),
         Expr::Struct(s) => s.brace_token.span.close(),
         _ => start_span(e),
+    }
+}
+
+/// An expression whose value is SQL text or a prepared statement: a literal, `format!`,
+/// `String::from(..)`, `.to_string()`, `client.prepare(..).await`.
+fn holds_sql_text(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::Macro(_) => true,
+        Expr::Reference(r) => holds_sql_text(&r.expr),
+        Expr::Paren(p) => holds_sql_text(&p.expr),
+        Expr::Try(t) => holds_sql_text(&t.expr),
+        Expr::Await(a) => holds_sql_text(&a.base),
+        Expr::MethodCall(m) => {
+            matches!(
+                m.method.to_string().as_str(),
+                "prepare" | "prepare_cached" | "prepare_typed"
+            ) || matches!(
+                m.method.to_string().as_str(),
+                "to_string" | "to_owned" | "into" | "as_str" | "replace"
+            ) && holds_sql_text(&m.receiver)
+        }
+        Expr::Call(c) => {
+            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "from" || s.ident == "AssertSqlSafe"))
+        }
+        _ => false,
     }
 }
