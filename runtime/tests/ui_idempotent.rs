@@ -1,4 +1,6 @@
-//! Compile-fail and pass cases of `#[idempotent]` (trybuild), named after what they check.
+//! Compile tests of `#[idempotent]` (trybuild): each failing case is named after the mistake it
+//! checks and its `.stderr` pins the message and the token it points at; the passing cases cover
+//! every argument, methods, and axum handlers with extractors (with the `axum` feature).
 
 #[test]
 fn idempotent_ui() {

@@ -1,3 +1,5 @@
+//! several bad arguments: every error is reported at once, each on its token.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! an error type without `Classify`: retryable, permanent or unknown cannot be told apart.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! `#[idempotent]` without `key`: a required argument is missing.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! a response type that cannot be stored and replayed (not `Serialize` + `DeserializeOwned`).
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

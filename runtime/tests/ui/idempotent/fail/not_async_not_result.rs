@@ -1,3 +1,5 @@
+//! a plain `fn` returning a bare value: `#[idempotent]` needs `async fn .. -> Result<T, E>`.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! `store = ..` naming something that is not an `Idempotency<S>`.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

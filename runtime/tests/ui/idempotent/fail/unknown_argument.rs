@@ -1,3 +1,5 @@
+//! an unknown argument: the error lists the accepted ones.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! every argument at once, a method, an `Option` key, an integer tenant; the futures are `Send`.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;

@@ -1,3 +1,5 @@
+//! axum handlers with extractors (`State`, `Path`, `Json`, the key header) are still axum handlers.
+
 #[path = "../support.rs"]
 mod support;
 use support::*;
