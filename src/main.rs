@@ -1,8 +1,17 @@
-//! `cargo staleguard`: the command-line shell around `staleguard-rules` (placeholder until the CLI lands).
+//! `cargo staleguard`: the command-line shell around `staleguard-rules`. Parse → run → exit
+//! code; everything else lives in the modules below.
 
-fn main() {
-    let rules = staleguard_rules::registry::all();
-    for rule in rules {
-        println!("{}", rule.name);
-    }
+mod analyze;
+mod args;
+mod baseline;
+mod commands;
+mod config;
+mod discover;
+mod report;
+mod run;
+mod settings;
+mod suggest;
+
+fn main() -> std::process::ExitCode {
+    run::run(args::parse())
 }

@@ -26,7 +26,7 @@ pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
 
 /// The stack size, in bytes, that threads calling [`Analyzer::lower`] need for deeply nested
 /// input (syn's parser recurses once or more per nesting level; 10,000 levels fit in this).
-pub const STACK_SIZE: usize = 256 * 1024 * 1024;
+pub const STACK_SIZE: usize = 1024 * 1024 * 1024;
 
 /// Project knowledge supplied by configuration: names of the project's own functions or methods
 /// (`charge`, `PaymentGateway::charge`) that the analyzer should treat as a given effect.

@@ -98,10 +98,8 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
                 }
             }
             Ev::Leave => {
-                if let Some((saved, restore)) = stack.pop() {
-                    if restore {
-                        cur = saved;
-                    }
+                if let Some((saved, true)) = stack.pop() {
+                    cur = saved;
                 }
             }
             Ev::Drop { name } => {
@@ -167,6 +165,11 @@ pub fn derived(body: &Body, from: u32) -> HashSet<String> {
             let via = b.deps.iter().any(|d| set.contains(first(d)));
             if direct || via {
                 set.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
+            } else {
+                // Shadowed by a value that does not come from the read.
+                for n in &b.names {
+                    set.remove(n);
+                }
             }
         }
     }

@@ -41,7 +41,49 @@ static ALL: std::sync::OnceLock<Vec<RuleMeta>> = std::sync::OnceLock::new();
 
 /// Every rule, in catalogue order.
 pub fn all() -> &'static [RuleMeta] {
-    ALL.get_or_init(|| RULES.iter().map(|r| **r).collect())
+    ALL.get_or_init(|| {
+        RULES
+            .iter()
+            .map(|r| RuleMeta {
+                doc: clean_doc(r.doc),
+                ..**r
+            })
+            .collect()
+    })
+}
+
+/// Doc comments arrive with the space after `///` on every line; drop it once (a one-time
+/// allocation per rule, kept for the life of the program).
+fn clean_doc(raw: &'static str) -> &'static str {
+    if !raw.lines().all(|l| l.is_empty() || l.starts_with(' ')) {
+        return raw;
+    }
+    let mut out = String::with_capacity(raw.len());
+    for line in raw.lines() {
+        out.push_str(line.strip_prefix(' ').unwrap_or(line));
+        out.push('\n');
+    }
+    Box::leak(out.into_boxed_str())
+}
+
+/// The generated `docs/rules/<rule>.md` page of a rule.
+pub fn doc_page(rule: &RuleMeta) -> String {
+    format!(
+        "<!-- generated from the rule declaration by `STALEGUARD_BLESS=1 cargo test -p staleguard-rules --test docs`; do not edit -->\n\n# `{}`\n\nDefault level: **{}**. {}.\n\nSuppress with `// staleguard: allow({}) -- reason`.\n\n{}",
+        rule.name,
+        rule.default_level.as_str(),
+        capitalize(rule.summary),
+        rule.name,
+        rule.doc
+    )
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 /// Looks a rule up by id.

@@ -144,7 +144,7 @@ fn replace_format_holes(text: &str) -> String {
         match (c, in_hole) {
             ('{', false) => {
                 in_hole = true;
-                out.push_str("x");
+                out.push('x');
             }
             ('}', true) => in_hole = false,
             (_, true) => {}

@@ -38,7 +38,7 @@ fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
 }
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Eff> {
     let head = call.head();
     let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
     let recv_local = call.recv.join(".");
@@ -168,6 +168,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
+        e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
         return Some(e);
     }
@@ -202,52 +203,48 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         } else {
             entity
         };
+        let runs = |names: &[&str]| {
+            call.steps
+                .iter()
+                .skip(1)
+                .any(|s| names.contains(&s.name.as_str()))
+        };
         match flast {
-            "find" | "find_by_id" | "find_related" => {
-                if call.steps.iter().skip(1).any(|s| {
+            "find" | "find_by_id" | "find_related"
+                if runs(&["one", "all", "stream", "count", "paginate"]) =>
+            {
+                let mut e = Eff::new(K::Read, format!("reads `{entity}` with sea-orm"))
+                    .with_table(Some(entity));
+                e.locking = call.steps.iter().any(|s| {
                     matches!(
                         s.name.as_str(),
-                        "one" | "all" | "stream" | "count" | "paginate"
+                        "lock_exclusive" | "lock_shared" | "lock" | "lock_with_behavior"
                     )
-                }) {
-                    let mut e = Eff::new(K::Read, format!("reads `{entity}` with sea-orm"))
-                        .with_table(Some(entity));
-                    e.locking = call.steps.iter().any(|s| {
-                        matches!(
-                            s.name.as_str(),
-                            "lock_exclusive" | "lock_shared" | "lock" | "lock_with_behavior"
-                        )
-                    });
-                    return Some(e);
-                }
+                });
+                return Some(e);
             }
             "update_many" | "update" | "delete_many" | "delete_by_id" | "delete" | "insert"
-            | "insert_many" => {
-                if call.steps.iter().skip(1).any(|s| {
-                    matches!(
-                        s.name.as_str(),
-                        "exec" | "exec_with_returning" | "exec_without_returning"
-                    )
-                }) {
-                    let mut where_cols = Vec::new();
-                    for s in &call.steps {
-                        if s.name == "filter" {
-                            for a in &s.args {
-                                where_cols.extend(a.eq_cols.iter().cloned());
-                            }
+            | "insert_many"
+                if runs(&["exec", "exec_with_returning", "exec_without_returning"]) =>
+            {
+                let mut where_cols = Vec::new();
+                for s in &call.steps {
+                    if s.name == "filter" {
+                        for a in &s.args {
+                            where_cols.extend(a.eq_cols.iter().cloned());
                         }
                     }
-                    if matches!(flast, "delete_by_id") {
-                        where_cols.push("id".into());
-                    }
-                    let mut e = Eff::new(K::Write, format!("writes `{entity}` with sea-orm"))
-                        .with_table(Some(entity.clone()));
-                    e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
-                    e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
-                    e.delete = flast.starts_with("delete");
-                    e.token = is_token_name(&entity);
-                    return Some(e);
                 }
+                if matches!(flast, "delete_by_id") {
+                    where_cols.push("id".into());
+                }
+                let mut e = Eff::new(K::Write, format!("writes `{entity}` with sea-orm"))
+                    .with_table(Some(entity.clone()));
+                e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
+                e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+                e.delete = flast.starts_with("delete");
+                e.token = is_token_name(&entity);
+                return Some(e);
             }
             _ => {}
         }
@@ -337,7 +334,9 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
-    e.token = sql.tables.iter().any(|t| is_token_name(t));
+    e.insert = sql.kind == SqlKind::Insert;
+    e.token = sql.tables.iter().any(|t| is_token_name(t))
+        || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     let _ = call;
     e
 }

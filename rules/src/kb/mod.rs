@@ -54,6 +54,10 @@ pub struct Eff {
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
     pub ident_guard: bool,
     pub delete: bool,
+    /// In-memory state behind a lock (not persisted).
+    pub mem: bool,
+    /// Creates a new row (`INSERT`) rather than changing one.
+    pub insert: bool,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
@@ -76,6 +80,8 @@ impl Eff {
             conditional: false,
             ident_guard: false,
             delete: false,
+            mem: false,
+            insert: false,
             token: false,
             what: what.into(),
             on: None,
@@ -105,33 +111,33 @@ pub struct BodyEffects {
 pub(crate) struct Cx<'a> {
     pub facts: &'a Facts,
     pub knowledge: &'a Knowledge,
-    pub bodies: &'a [&'a [Body]],
     pub file: u32,
     pub body: &'a Body,
     pub env: HashMap<String, Class>,
     pub sql_locals: HashMap<String, SqlInfo>,
     pub str_locals: HashMap<String, Vec<String>>,
     pub lit_locals: HashMap<String, StructLit>,
+    /// Guard locals and the place they lock.
+    pub guard_places: HashMap<String, String>,
 }
 
 /// Classifies every call event of a body.
 pub fn classify_body(
     facts: &Facts,
     knowledge: &Knowledge,
-    bodies: &[&[Body]],
     file: u32,
     body: &Body,
 ) -> BodyEffects {
     let mut cx = Cx {
         facts,
         knowledge,
-        bodies,
         file,
         body,
         env: HashMap::new(),
         sql_locals: HashMap::new(),
         str_locals: HashMap::new(),
         lit_locals: HashMap::new(),
+        guard_places: HashMap::new(),
     };
     for (name, ty) in &body.params {
         let class = types::class_of(ty, facts, file);
@@ -164,7 +170,21 @@ pub fn classify_body(
                 } else {
                     b.lit.as_ref().map(|l| Class::User(l.ty.clone()))
                 };
+                let locked = b.calls.last().and_then(|&l| {
+                    out.effs[l as usize]
+                        .iter()
+                        .find(|e| e.kind == K::Lock)
+                        .and_then(|e| e.table.clone())
+                });
                 for name in &b.names {
+                    match &locked {
+                        Some(place) => {
+                            cx.guard_places.insert(name.clone(), place.clone());
+                        }
+                        None => {
+                            cx.guard_places.remove(name);
+                        }
+                    }
                     match &class {
                         Some(c) if b.names.len() == 1 || *c == Class::Channel => {
                             cx.env.insert(name.clone(), c.clone());
@@ -188,6 +208,16 @@ pub fn classify_body(
                     }
                 }
             }
+            Ev::Assign { target, .. } => {
+                // `g.balance -= amount` / `*g = ..` through a guard.
+                let root = target.split('.').next().unwrap_or(target);
+                if cx.env.get(root) == Some(&Class::Guard) {
+                    let mut e = Eff::new(K::Write, format!("writes through the guard `{target}`"))
+                        .with_table(cx.guard_places.get(root).cloned());
+                    e.mem = true;
+                    out.effs[i].push(e);
+                }
+            }
             _ => {}
         }
     }
@@ -203,8 +233,6 @@ impl Cx<'_> {
             self.body.self_ty.clone().map(Class::User)?
         } else if let Some(c) = self.env.get(first) {
             c.clone()
-        } else if parts.len() == 1 {
-            return None;
         } else {
             return None;
         };
@@ -250,6 +278,9 @@ impl Cx<'_> {
         if let Some(s) = call.sql() {
             return Some(s.clone());
         }
+        if let Some(s) = call.recv.first().and_then(|r| self.sql_locals.get(r)) {
+            return Some(s.clone());
+        }
         for a in call.all_args() {
             for p in &a.paths {
                 if let Some(s) = self.sql_locals.get(p) {
@@ -270,8 +301,13 @@ impl Cx<'_> {
             return (vec![e], Vec::new());
         }
         let mut effs = Vec::new();
+        let resolved = if call.func.is_empty() {
+            String::new()
+        } else {
+            self.facts.resolve(self.file, &call.func.join("::"))
+        };
         for f in [sync::classify, db::classify, redis::classify, net::classify] {
-            if let Some(e) = f(self, call, &recv) {
+            if let Some(e) = f(self, call, &recv, &resolved) {
                 effs.push(e);
                 break;
             }
@@ -491,8 +527,7 @@ impl Cx<'_> {
 
     /// The crate bodies a call may run.
     fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
-        let fns = &self.facts.fns;
-        if !call.func.is_empty() && call.steps.len() >= 1 {
+        if !call.func.is_empty() && !call.steps.is_empty() {
             let name = call.func_last();
             if name.ends_with('!') {
                 return Vec::new();
@@ -510,21 +545,25 @@ impl Cx<'_> {
         };
         match recv {
             Class::User(t) | Class::Trait(t) => {
-                let m = self.facts.methods(self.bodies, t, &step.name);
+                let m = self.facts.methods(t, &step.name);
                 if !m.is_empty() {
                     return m;
                 }
-                // A trait implemented by the type.
+                // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
-                for (tr, tys) in &self.facts.trait_impls {
-                    if tys.contains(t) {
-                        out.extend(self.facts.methods(self.bodies, tr, &step.name));
+                if self.facts.methods_named.contains_key(&step.name) {
+                    for (tr, tys) in &self.facts.trait_impls {
+                        if tys.contains(t) {
+                            out.extend(self.facts.methods(tr, &step.name));
+                        }
                     }
                 }
-                if matches!(recv, Class::Trait(_)) {
-                    if let Some(tys) = self.facts.trait_impls.get(t) {
+                if matches!(recv, Class::Trait(_))
+                    && let Some(tys) = self.facts.trait_impls.get(t)
+                {
+                    {
                         for ty in tys {
-                            out.extend(self.facts.methods(self.bodies, ty, &step.name));
+                            out.extend(self.facts.methods(ty, &step.name));
                         }
                     }
                 }
@@ -534,19 +573,9 @@ impl Cx<'_> {
             }
             Class::Unknown(_) => {
                 // A method defined once in the crate, on a receiver of unknown type.
-                let cands: Vec<BodyId> = fns
-                    .get(&step.name)
-                    .map(|v| {
-                        v.iter()
-                            .copied()
-                            .filter(|id| self.get(*id).self_ty.is_some())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if cands.len() == 1 && !is_common_method(&step.name) {
-                    cands
-                } else {
-                    Vec::new()
+                match self.facts.methods_named.get(&step.name) {
+                    Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
+                    _ => Vec::new(),
                 }
             }
             _ => Vec::new(),
@@ -557,9 +586,6 @@ impl Cx<'_> {
         let Some(name) = func.last() else {
             return Vec::new();
         };
-        let Some(cands) = self.facts.fns.get(name) else {
-            return Vec::new();
-        };
         if func.len() >= 2 {
             let q = &func[func.len() - 2];
             let q = if q == "Self" {
@@ -567,30 +593,18 @@ impl Cx<'_> {
             } else {
                 q.clone()
             };
-            let typed: Vec<BodyId> = cands
-                .iter()
-                .copied()
-                .filter(|id| self.get(*id).self_ty.as_deref() == Some(q.as_str()))
-                .collect();
+            let typed = self.facts.methods(&q, name);
             if !typed.is_empty() {
                 return typed;
             }
         }
-        let free: Vec<BodyId> = cands
-            .iter()
-            .copied()
-            .filter(|id| self.get(*id).self_ty.is_none())
-            .collect();
         if func.len() == 1 || q_is_module(func) {
-            free
+            self.facts.free_fns.get(name).cloned().unwrap_or_default()
         } else {
             Vec::new()
         }
     }
 
-    pub fn get(&self, id: BodyId) -> &Body {
-        &self.bodies[id.file as usize][id.body as usize]
-    }
 }
 
 fn q_is_module(func: &[String]) -> bool {

@@ -64,7 +64,6 @@ const OP_WORDS: &[&str] = &[
     "cycle",
     "assignment",
     "checkout",
-    "job",
     "instance",
     "shift",
     "cas",
@@ -109,6 +108,10 @@ const TOKEN_WORDS: &[&str] = &[
     "invite",
     "redeem",
     "redemption",
+    "ticket",
+    "reset",
+    "verification",
+    "activation",
 ];
 
 /// Names a one-time token or idempotency key (`idem:{}`, `payment_token`, `idempotency_keys`).

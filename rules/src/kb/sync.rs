@@ -66,31 +66,30 @@ const MEM_WRITES: &[&str] = &[
     "append",
 ];
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
-    let func = call.func.join("::");
-    let resolved = if func.is_empty() {
-        String::new()
-    } else {
-        cx.facts.resolve(cx.file, &func)
-    };
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     let flast = call.func_last();
 
     // Access through a guard held in a local.
     if *recv == Class::Guard && call.func.is_empty() {
         let place = call.recv.join(".");
+        let locked = call
+            .recv
+            .first()
+            .and_then(|g| cx.guard_places.get(g))
+            .cloned();
         if let Some(first) = call.steps.first() {
-            if MEM_WRITES.contains(&first.name.as_str()) {
-                return Some(Eff::new(
-                    K::Write,
-                    format!("writes through the guard `{place}`"),
-                ));
-            }
-            if MEM_READS.contains(&first.name.as_str()) {
-                return Some(Eff::new(
-                    K::Read,
-                    format!("reads through the guard `{place}`"),
-                ));
-            }
+            let kind = if MEM_WRITES.contains(&first.name.as_str()) {
+                K::Write
+            } else if MEM_READS.contains(&first.name.as_str()) {
+                K::Read
+            } else {
+                return None;
+            };
+            let verb = if kind == K::Write { "writes" } else { "reads" };
+            let mut e =
+                Eff::new(kind, format!("{verb} through the guard `{place}`")).with_table(locked);
+            e.mem = true;
+            return Some(e);
         }
         return None;
     }
@@ -202,12 +201,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         // A temporary guard: the access after it is the effect that matters.
         if MEM_WRITES.contains(first) {
             let mut w = Eff::new(K::Write, format!("writes `{place}`"));
+            w.mem = true;
             w.table = Some(place);
             w.on = Some("temp".into());
             return Some(w);
         }
         if MEM_READS.contains(first) || rest.iter().any(|r| MEM_READS.contains(r)) {
             let mut r = Eff::new(K::Read, format!("reads `{place}`"));
+            r.mem = true;
             r.table = Some(place);
             r.on = Some("temp".into());
             return Some(r);

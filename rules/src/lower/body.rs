@@ -80,7 +80,13 @@ impl Lw<'_, '_> {
                     paths(&init.expr, &mut deps, 0);
                     let mut strs = Vec::new();
                     strings(&init.expr, &mut strs, 0);
-                    let sql = strs.iter().find_map(|s| sql::classify(s));
+                    // SQL text held by the local (a string, or a prepared statement), not the
+                    // result of running it.
+                    let sql = if holds_sql_text(&init.expr) {
+                        strs.iter().find_map(|s| sql::classify(s))
+                    } else {
+                        None
+                    };
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);
                     let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
@@ -640,7 +646,7 @@ impl Lw<'_, '_> {
                 sp,
             });
         }
-        if call.steps.is_empty() {
+        if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
         let sp = self.lines.sp(root_start, end_tok);
@@ -736,19 +742,11 @@ impl Lw<'_, '_> {
                     self.push(sp, Ev::Leave);
                 }
             }
-            "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
-            | "ensure" | "assert_matches" => {
+            "ensure" | "ensure_eq" => {
                 let args = macros::parse_args(&m.tokens);
                 let start = self.ev.len();
                 let mut deps = Vec::new();
-                for a in args
-                    .iter()
-                    .take(if name.contains("eq") || name.contains("ne") {
-                        2
-                    } else {
-                        1
-                    })
-                {
+                for a in args.iter().take(if name.contains("eq") { 2 } else { 1 }) {
                     self.expr(a);
                     paths(a, &mut deps, 0);
                 }
@@ -773,7 +771,10 @@ impl Lw<'_, '_> {
                 }
             }
             _ => {
-                if macros::is_format_like(&name) || macros::is_lowered_macro(&name) {
+                // Re-parsing a macro's tokens costs; only when an effect can hide inside.
+                if (macros::is_format_like(&name) || macros::is_lowered_macro(&name))
+                    && macros::mentions_await(&m.tokens)
+                {
                     for a in macros::parse_args(&m.tokens) {
                         self.expr(&a);
                     }
@@ -964,10 +965,10 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 .last()
                 .map(|s| s.ident.to_string())
                 .unwrap_or_default();
-            if macros::is_format_like(&name) || name == "concat" {
-                if let Some(s) = macros::first_literal(&m.mac.tokens) {
-                    out.push(s);
-                }
+            if (macros::is_format_like(&name) || name == "concat")
+                && let Some(s) = macros::first_literal(&m.mac.tokens)
+            {
+                out.push(s);
             }
         }
         Expr::MethodCall(m) => {
@@ -1221,4 +1222,68 @@ pub(super) fn end_span(e: &Expr) -> Span {
         Expr::Struct(s) => s.brace_token.span.close(),
         _ => start_span(e),
     }
+}
+
+/// An expression whose value is SQL text or a prepared statement: a literal, `format!`,
+/// `String::from(..)`, `.to_string()`, `client.prepare(..).await`.
+fn holds_sql_text(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::Macro(_) => true,
+        Expr::Reference(r) => holds_sql_text(&r.expr),
+        Expr::Paren(p) => holds_sql_text(&p.expr),
+        Expr::Try(t) => holds_sql_text(&t.expr),
+        Expr::Await(a) => holds_sql_text(&a.base),
+        Expr::MethodCall(m) => {
+            matches!(
+                m.method.to_string().as_str(),
+                "prepare" | "prepare_cached" | "prepare_typed"
+            ) || matches!(
+                m.method.to_string().as_str(),
+                "to_string" | "to_owned" | "into" | "as_str" | "replace"
+            ) && holds_sql_text(&m.receiver)
+        }
+        Expr::Call(c) => {
+            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "from" || s.ident == "AssertSqlSafe"))
+        }
+        _ => false,
+    }
+}
+
+/// Std-only chains that no rule or summary can use: `x.clone()`, `v.iter().map(..).collect()`,
+/// `Ok(..)`, `Arc::new(..)`, on a plain local or a constructor, with no `.await`, no `?`, no
+/// SQL and no closure (a closure argument keeps the call, its region hangs off it).
+fn is_noise(call: &Call) -> bool {
+    const STEPS: &[&str] = &[
+        "clone", "cloned", "copied", "to_string", "to_owned", "into", "unwrap", "expect", "unwrap_or", "unwrap_or_default",
+        "ok", "map_err", "iter", "into_iter", "collect", "len", "is_empty", "is_some", "is_none", "is_ok", "is_err",
+        "as_ref", "as_str", "as_slice", "as_deref", "borrow", "deref", "to_vec", "trim", "parse", "starts_with",
+        "ends_with", "eq", "ne", "cmp", "partial_cmp", "hash", "fmt", "into_inner", "as_bytes", "to_lowercase",
+        "to_uppercase", "chars", "bytes", "lines", "rev", "enumerate", "zip", "skip", "take", "saturating_sub",
+        "saturating_add", "checked_add", "checked_sub", "abs", "max", "min", "sum", "count", "display",
+    ];
+    const FUNCS: &[&str] = &[
+        "Ok", "Some", "Err", "new", "from", "default", "with_capacity", "from_secs", "from_millis", "from_str", "to_string",
+        "format", "into", "clone", "len", "min", "max", "drop_in_place",
+    ];
+    if call.steps.iter().any(|s| s.awaited || s.tried || s.args.iter().any(|a| a.sql.is_some() || a.closure)) {
+        return false;
+    }
+    let steps_noise = |skip: usize| call.steps.iter().skip(skip).all(|s| STEPS.contains(&s.name.as_str()));
+    if call.func.is_empty() {
+        return call.recv.len() == 1 && call.recv[0] != "self" && steps_noise(0);
+    }
+    let last = call.func_last();
+    if call.func.len() == 1 {
+        return matches!(last, "Ok" | "Some" | "Err") && steps_noise(1);
+    }
+    // `Type::new(..)`: only std containers and wrappers; a crate or client type may matter.
+    let ty = call.func[call.func.len() - 2].as_str();
+    FUNCS.contains(&last)
+        && matches!(
+            ty,
+            "Arc" | "Rc" | "Box" | "Vec" | "String" | "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet" | "VecDeque" | "Duration"
+                | "Instant" | "Cell" | "RefCell" | "PathBuf" | "Cow" | "Ok" | "Some" | "Default" | "Wrapping" | "AtomicBool"
+                | "AtomicUsize" | "AtomicU64" | "Uuid" | "Utc" | "SystemTime"
+        )
+        && steps_noise(1)
 }

@@ -147,6 +147,15 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 if !RuleCx::same_state(read.table.as_deref(), wtable) {
                     continue;
                 }
+                // In-memory state: the same lock's place, and a write computed from the read
+                // (a cache fill that inserts a fresh value is not a stale decision).
+                if (write.mem || read.mem)
+                    && (wtable.is_none()
+                        || read.table.as_deref() != wtable
+                        || !depends_on(cx, w, r))
+                {
+                    continue;
+                }
                 let tests = query::tests_of(cx.body, r);
                 let Some(&c) = tests.iter().find(|&&c| c > r && c < w) else {
                     continue;
@@ -182,7 +191,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if write.conditional && checked {
             continue;
         }
-        if write.table.is_none() {
+        if write.table.is_none() || write.insert {
             continue;
         }
         let locked = (tx.event..w).any(|r| {
@@ -243,4 +252,15 @@ fn kind_word(label: &str) -> &'static str {
 fn bound_or_tested(cx: &RuleCx<'_>, r: u32) -> bool {
     cx.body.events.iter().any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.contains(&r) && b.names.iter().any(|n| n != "_")))
         || !query::tests_of(cx.body, r).is_empty()
+}
+
+/// Does event `w` (a write) use a value derived from the result of call `r`?
+fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    let derived = query::derived(cx.body, r);
+    let uses = |p: &String| derived.contains(query::first(p));
+    match &cx.body.events[w as usize].kind {
+        Ev::Assign { deps, .. } => deps.iter().any(uses),
+        Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
+        _ => false,
+    }
 }

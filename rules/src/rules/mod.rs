@@ -193,7 +193,11 @@ impl RuleCx<'_> {
     /// Two tables (or keys, or places) that may be the same state.
     pub fn same_state(a: Option<&str>, b: Option<&str>) -> bool {
         match (a, b) {
-            (Some(a), Some(b)) => a == b || a.starts_with(b) || b.starts_with(a),
+            (Some(a), Some(b)) => {
+                a == b
+                    || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'))
+                    || b.strip_prefix(a).is_some_and(|r| r.starts_with('.'))
+            }
             _ => true,
         }
     }

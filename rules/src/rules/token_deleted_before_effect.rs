@@ -55,13 +55,24 @@ fn is_delete(e: &Eff) -> bool {
     e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
 }
 
-fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32) -> Option<&'a Eff> {
+/// A side effect the token guards: a remote call, or a write that is not to the token itself
+/// (a completion mark or the claim's release). A database write in the same transaction as the
+/// token's deletion rolls back with it, so it is not an effect that outlives a failure.
+fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Option<&'a Eff> {
     if cx.detached[i as usize] {
         return None;
     }
+    let same_tx = |a: u32, b: u32| {
+        let ta = &cx.states[a as usize].txs;
+        let tb = &cx.states[b as usize].txs;
+        ta.last().is_some_and(|t| tb.contains(t))
+    };
     cx.effs(i).iter().find(|e| match e.kind {
         K::Remote => true,
-        K::Write => !e.token,
+        K::Write => {
+            let mark = e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref());
+            !(mark || same_tx(token_at, i))
+        }
         _ => false,
     })
 }
@@ -82,10 +93,20 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if claims.iter().any(|&c| c < d) {
             continue;
         }
+        // The token is put back (or marked) later in the body: a failed effect stays retryable.
+        let restored = del.table.is_some()
+            && (d + 1..n).any(|w| {
+                cx.effs(w).iter().any(|e| {
+                    e.kind == K::Write && !e.delete && e.table.is_some() && e.table == del.table
+                })
+            });
+        if restored {
+            continue;
+        }
         // Deleted before the effect.
         let end = cx.reach_end(d);
-        if let Some(e) = (d + 1..end).find(|&e| is_effect(cx, e).is_some()) {
-            let eff = is_effect(cx, e).expect("effect");
+        if let Some((e, eff)) = (d + 1..end).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
+        {
             let mut diag = cx.diag(
                 &RULE,
                 d,
@@ -113,9 +134,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 })
         });
         if let Some(c) = checked
-            && let Some(e) = (c + 1..d).find(|&e| is_effect(cx, e).is_some())
+            && let Some((e, eff)) =
+                (c + 1..d).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
         {
-            let eff = is_effect(cx, e).expect("effect");
             let mut diag = cx.diag(
                 &RULE,
                 d,

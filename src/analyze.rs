@@ -1,0 +1,221 @@
+//! Drives the analyzer: reads, parses and lowers files in parallel (rayon), checks each unit
+//! once, applies configured levels and the baseline.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use staleguard_rules::{Analyzer, Diagnostic, Knowledge, Level, LoweredFile, registry};
+
+use crate::baseline::{self, Baseline};
+use crate::config::Config;
+use crate::discover::{InputError, PackageScope, SourcePath, Unit};
+use crate::settings::Settings;
+
+/// Worker threads get a large stack: deeply nested expressions recurse deeply in `syn`.
+const STACK_SIZE: usize = staleguard_rules::STACK_SIZE;
+
+/// One finding with its effective level.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub diag: Diagnostic,
+    pub level: Level,
+    pub fingerprint: String,
+    /// The file's text, for snippets.
+    pub source: Option<Arc<str>>,
+    /// The unit root the finding's paths are relative to.
+    pub root: Option<Arc<Path>>,
+}
+
+impl Finding {
+    /// A `parse-error` says a file was skipped; it does not count as a finding for the exit code.
+    pub fn is_bad_input(&self) -> bool {
+        self.diag.rule == "parse-error"
+    }
+}
+
+/// Everything a run found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub errors: Vec<InputError>,
+    pub files: usize,
+    /// Findings hidden by the baseline.
+    pub baselined: usize,
+}
+
+/// Analyzes every unit. Fails only when the thread pool cannot start or the baseline is bad.
+pub fn run(
+    settings: &Settings,
+    units: &[Unit],
+    mut errors: Vec<InputError>,
+) -> Result<Outcome, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(settings.jobs.unwrap_or(0))
+        .stack_size(STACK_SIZE)
+        .thread_name(|i| format!("staleguard-{i}"))
+        .build()
+        .map_err(|e| format!("cannot start worker threads: {e}"))?;
+    let mut outcome = Outcome::default();
+    for unit in units {
+        let analyzer = Analyzer::new(knowledge(unit));
+        let root: Arc<Path> = Arc::from(unit.root.as_path());
+        let started = std::time::Instant::now();
+        let results: Vec<Result<(LoweredFile, Arc<str>), InputError>> =
+            pool.install(|| unit.files.par_iter().map(|f| lower(&analyzer, f)).collect());
+        let lowered_in = started.elapsed();
+        let mut lowered = Vec::with_capacity(results.len());
+        let mut texts: HashMap<String, Arc<str>> = HashMap::new();
+        for result in results {
+            match result {
+                Ok((file, text)) => {
+                    texts.insert(file.path.clone(), text);
+                    lowered.push(file);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        outcome.files += lowered.len();
+        let levels = Levels { settings, unit };
+        let started = std::time::Instant::now();
+        let diagnostics = analyzer.check(&lowered, &|rule| levels.enabled(rule));
+        if std::env::var_os("STALEGUARD_TIMINGS").is_some() {
+            eprintln!(
+                "staleguard: {} files read+lowered in {:.3}s on {} threads, checked in {:.3}s",
+                lowered.len(),
+                lowered_in.as_secs_f64(),
+                pool.current_num_threads(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        drop(lowered);
+        for diag in diagnostics {
+            let Some(level) = levels.level(&diag) else {
+                continue;
+            };
+            let source = texts.get(&diag.primary.file).cloned();
+            let fingerprint = baseline::fingerprint(&diag, source.as_deref());
+            outcome.findings.push(Finding {
+                diag,
+                level,
+                fingerprint,
+                source,
+                root: Some(root.clone()),
+            });
+        }
+    }
+    if let Some(path) = &settings.baseline {
+        let mut known = Baseline::load(path)?;
+        let before = outcome.findings.len();
+        outcome
+            .findings
+            .retain(|f| f.is_bad_input() || !known.take(f));
+        outcome.baselined = before - outcome.findings.len();
+    }
+    outcome.errors = errors;
+    Ok(outcome)
+}
+
+fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<(LoweredFile, Arc<str>), InputError> {
+    let bytes = std::fs::read(&file.abs).map_err(|e| InputError {
+        path: file.rel.clone(),
+        message: format!("cannot read file: {e}"),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| InputError {
+        path: file.rel.clone(),
+        message: format!(
+            "file is not valid UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    let lowered = analyzer.lower(&file.rel, &text);
+    Ok((lowered, Arc::from(text)))
+}
+
+/// The union of the unit's knowledge: workspace config plus every package's.
+fn knowledge(unit: &Unit) -> Knowledge {
+    let mut k = unit.config.knowledge.clone();
+    for p in &unit.packages {
+        let o = &p.config.knowledge;
+        for (into, from) in [
+            (&mut k.locks, &o.locks),
+            (&mut k.transactions, &o.transactions),
+            (&mut k.remote_calls, &o.remote_calls),
+            (&mut k.state_reads, &o.state_reads),
+            (&mut k.state_writes, &o.state_writes),
+            (&mut k.token_checks, &o.token_checks),
+            (&mut k.token_deletes, &o.token_deletes),
+            (&mut k.schedulers, &o.schedulers),
+        ] {
+            for name in from {
+                if !into.contains(name) {
+                    into.push(name.clone());
+                }
+            }
+        }
+    }
+    k
+}
+
+/// Rule levels for one unit: command line over package config over workspace config over the
+/// rule's default.
+struct Levels<'a> {
+    settings: &'a Settings,
+    unit: &'a Unit,
+}
+
+impl Levels<'_> {
+    fn selected(&self, rule: &str) -> bool {
+        let s = self.settings;
+        !s.ignore.iter().any(|r| r == rule)
+            && (s.select.is_empty() || s.select.iter().any(|r| r == rule))
+    }
+
+    fn from_config(config: &Config, rule: &str) -> Option<Option<Level>> {
+        config.rules.get(rule).map(|l| l.level())
+    }
+
+    fn default_level(rule: &str) -> Option<Level> {
+        registry::find(rule).map(|r| r.default_level)
+    }
+
+    fn enabled(&self, rule: &str) -> bool {
+        if rule == "parse-error" {
+            return true;
+        }
+        if !self.selected(rule) {
+            return false;
+        }
+        let workspace =
+            Self::from_config(&self.unit.config, rule).unwrap_or_else(|| Self::default_level(rule));
+        workspace.is_some()
+            || self
+                .unit
+                .packages
+                .iter()
+                .any(|p| Self::from_config(&p.config, rule).flatten().is_some())
+    }
+
+    fn level(&self, diag: &Diagnostic) -> Option<Level> {
+        if diag.rule == "parse-error" {
+            return Some(Level::Error);
+        }
+        if !self.selected(diag.rule) {
+            return None;
+        }
+        let package: Option<&PackageScope> = self
+            .unit
+            .packages
+            .iter()
+            .filter(|p| diag.primary.file.starts_with(&p.prefix))
+            .max_by_key(|p| p.prefix.len());
+        if let Some(level) = package.and_then(|p| Self::from_config(&p.config, diag.rule)) {
+            return level;
+        }
+        if let Some(level) = Self::from_config(&self.unit.config, diag.rule) {
+            return level;
+        }
+        Self::default_level(diag.rule).or(Some(diag.level))
+    }
+}

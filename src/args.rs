@@ -1,0 +1,161 @@
+//! Raw command-line arguments (clap derive). [`crate::settings`] validates them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Finds code that lets stale messages overwrite current state: check-before-lock races,
+/// remote calls inside transactions, tokens deleted before the effect, timers without an
+/// operation id.
+///
+/// With no PATH, lints every member of the Cargo workspace around the current directory
+/// (found with `cargo metadata --no-deps`; nothing is built). A PATH holding a `Cargo.toml`
+/// is linted as that package or workspace; other files and directories as plain `.rs` files.
+///
+/// Exit codes: 0 no findings at deny level, 1 findings at deny level, 2 the tool could not do
+/// its job (bad configuration, unreadable or unparsable input, no Rust files).
+#[derive(Debug, Parser)]
+#[command(name = "cargo-staleguard", bin_name = "cargo staleguard", version)]
+#[command(args_conflicts_with_subcommands = true, max_term_width = 100)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub check: CheckArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the full documentation of a rule
+    Explain {
+        /// The rule id, e.g. `check-before-lock`
+        rule: String,
+    },
+    /// List the rules with their default level and summary
+    Rules {
+        /// Output format
+        #[arg(long, value_enum, default_value_t = ListFormat::Human)]
+        format: ListFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Files or directories to lint (default: the current Cargo workspace)
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Path to the workspace's Cargo.toml
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "paths",
+        help_heading = "Package Selection"
+    )]
+    pub manifest_path: Option<PathBuf>,
+
+    /// Lint every member of the workspace (the default)
+    #[arg(long, conflicts_with = "package", help_heading = "Package Selection")]
+    pub workspace: bool,
+
+    /// Lint only this package (repeatable)
+    #[arg(short, long, value_name = "NAME", help_heading = "Package Selection")]
+    pub package: Vec<String>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = FormatArg::Human, help_heading = "Output")]
+    pub format: FormatArg,
+
+    /// When to use colours in human output (NO_COLOR is honoured)
+    #[arg(long, value_enum, default_value_t = ColorArg::Auto, value_name = "WHEN", help_heading = "Output")]
+    pub color: ColorArg,
+
+    /// Write the report to FILE instead of standard output
+    #[arg(short, long, value_name = "FILE", help_heading = "Output")]
+    pub output: Option<PathBuf>,
+
+    /// Also print the number of findings per rule
+    #[arg(long, help_heading = "Output")]
+    pub statistics: bool,
+
+    /// Only run these rules (comma-separated, repeatable)
+    #[arg(
+        long,
+        value_name = "RULES",
+        value_delimiter = ',',
+        help_heading = "Rules"
+    )]
+    pub select: Vec<String>,
+
+    /// Do not run these rules (comma-separated, repeatable)
+    #[arg(
+        long,
+        value_name = "RULES",
+        value_delimiter = ',',
+        help_heading = "Rules"
+    )]
+    pub ignore: Vec<String>,
+
+    /// Read configuration from FILE instead of staleguard.toml / Cargo.toml metadata
+    #[arg(long, value_name = "FILE", help_heading = "Rules")]
+    pub config: Option<PathBuf>,
+
+    /// Report only findings that are not recorded in the baseline FILE
+    #[arg(long, value_name = "FILE", help_heading = "Adoption")]
+    pub baseline: Option<PathBuf>,
+
+    /// Record the current findings in the baseline FILE and exit 0
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "baseline",
+        help_heading = "Adoption"
+    )]
+    pub write_baseline: Option<PathBuf>,
+
+    /// Exit 0 even when there are findings (tool errors still exit 2)
+    #[arg(long, help_heading = "Adoption")]
+    pub exit_zero: bool,
+
+    /// Number of parallel jobs (default: the number of CPUs)
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// rustc-style diagnostics with source snippets
+    Human,
+    /// one line per finding: `path:line:col: level[rule]: message`
+    Short,
+    /// versioned JSON (docs/json-schema.md)
+    Json,
+    /// SARIF 2.1.0 for GitHub code scanning
+    Sarif,
+    /// GitHub Actions workflow commands (annotations)
+    Github,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Parses the process arguments, dropping the `staleguard` that cargo inserts when run as
+/// `cargo staleguard`.
+pub fn parse() -> Args {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "staleguard") {
+        argv.remove(1);
+    }
+    Args::parse_from(argv)
+}

@@ -1,0 +1,454 @@
+//! What to lint: workspaces found with `cargo metadata --no-deps` and plain paths, walked with
+//! `ignore` (honours `.gitignore`, skips `target/`), grouped into units that are checked together.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use cargo_metadata::MetadataCommand;
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::config::{self, Config, ConfigError, Section};
+use crate::settings::{Settings, Target};
+use crate::suggest::did_you_mean;
+
+/// A set of files checked together (crate-wide facts are computed over all of them).
+#[derive(Debug)]
+pub struct Unit {
+    /// Paths in diagnostics are relative to this directory.
+    pub root: PathBuf,
+    /// Workspace-level configuration (or the plain paths' `staleguard.toml`).
+    pub config: Config,
+    /// `[package.metadata.staleguard]` of member packages, which override `config` for their
+    /// files.
+    pub packages: Vec<PackageScope>,
+    pub files: Vec<SourcePath>,
+}
+
+/// A member package with its own configuration.
+#[derive(Debug)]
+pub struct PackageScope {
+    /// The package directory, relative to the unit root, `/`-separated, ending in `/` (or empty).
+    pub prefix: String,
+    pub config: Config,
+}
+
+/// One file to lint.
+#[derive(Debug, Clone)]
+pub struct SourcePath {
+    pub abs: PathBuf,
+    /// Relative to the unit root, `/`-separated (absolute when outside it).
+    pub rel: String,
+}
+
+/// A path that could not be linted; the run goes on without it.
+#[derive(Debug, Clone)]
+pub struct InputError {
+    pub path: String,
+    pub message: String,
+}
+
+/// A problem that stops the run (exit code 2).
+#[derive(Debug)]
+pub enum Fatal {
+    Config(Box<ConfigError>),
+    Message(String),
+}
+
+impl From<ConfigError> for Fatal {
+    fn from(err: ConfigError) -> Self {
+        Fatal::Config(Box::new(err))
+    }
+}
+
+/// Finds every unit to lint. Per-path problems come back as [`InputError`]s.
+pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fatal> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Fatal::Message(format!("cannot read current directory: {e}")))?;
+    let mut units = Vec::new();
+    let mut errors = Vec::new();
+    let mut loose: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+    for target in &settings.targets {
+        match target {
+            Target::Workspace { manifest, narrow } => {
+                match workspace(settings, manifest.as_deref(), *narrow, &mut errors) {
+                    Ok(unit) => units.push(unit),
+                    Err(WorkspaceError::Fatal(f)) => return Err(f),
+                    Err(WorkspaceError::Input(e)) => errors.push(e),
+                }
+            }
+            Target::Path(path) => {
+                let meta = std::fs::metadata(path);
+                if let Err(err) = meta {
+                    errors.push(InputError {
+                        path: path.display().to_string(),
+                        message: format!("cannot read path: {err}"),
+                    });
+                    continue;
+                }
+                let config = match &settings.config {
+                    Some(explicit) => Some(explicit.clone()),
+                    None => find_config_upwards(&cwd.join(path)),
+                };
+                loose.push((path.clone(), config));
+            }
+        }
+    }
+    // Plain paths sharing a configuration are one unit.
+    let mut groups: Vec<(Option<PathBuf>, Vec<PathBuf>)> = Vec::new();
+    for (path, config) in loose {
+        match groups.iter_mut().find(|(c, _)| *c == config) {
+            Some((_, paths)) => paths.push(path),
+            None => groups.push((config, vec![path])),
+        }
+    }
+    for (config_path, paths) in groups {
+        let config = match &config_path {
+            Some(p) => config::load(p, Section::Root)?.unwrap_or_default(),
+            None => Config::default(),
+        };
+        let base = config_path
+            .as_ref()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .map(|p| cwd.join(p))
+            .unwrap_or_else(|| cwd.clone());
+        let exclude = Exclude::new(&base, &config.exclude);
+        let mut files = Vec::new();
+        let mut seen = HashSet::new();
+        for path in paths {
+            walk(
+                &path,
+                &cwd,
+                false,
+                None,
+                &[&exclude],
+                &mut seen,
+                &mut files,
+                &mut errors,
+            );
+        }
+        units.push(Unit {
+            root: cwd.clone(),
+            config,
+            packages: Vec::new(),
+            files,
+        });
+    }
+    for e in &mut errors {
+        e.path = relative(Path::new(&e.path), &cwd);
+    }
+    Ok((units, errors))
+}
+
+enum WorkspaceError {
+    Fatal(Fatal),
+    Input(InputError),
+}
+
+fn workspace(
+    settings: &Settings,
+    manifest: Option<&Path>,
+    narrow: bool,
+    errors: &mut Vec<InputError>,
+) -> Result<Unit, WorkspaceError> {
+    let mut cmd = MetadataCommand::new();
+    cmd.no_deps().other_options(vec!["--offline".to_string()]);
+    if let Some(m) = manifest {
+        cmd.manifest_path(m);
+    }
+    let shown = manifest.map_or_else(
+        || "the current directory".to_string(),
+        |m| m.display().to_string(),
+    );
+    let metadata = cmd.exec().map_err(|err| {
+        let detail = match &err {
+            cargo_metadata::Error::CargoMetadata { stderr } => {
+                stderr.trim().trim_start_matches("error: ").to_string()
+            }
+            other => other.to_string(),
+        };
+        let message = format!("cannot read the Cargo workspace of {shown}: {detail}");
+        if manifest.is_some() && settings.manifest_path.is_none() && settings.targets.len() > 1 {
+            WorkspaceError::Input(InputError {
+                path: shown.clone(),
+                message,
+            })
+        } else {
+            WorkspaceError::Fatal(Fatal::Message(message))
+        }
+    })?;
+    let root: PathBuf = metadata.workspace_root.clone().into();
+    let root_manifest = root.join("Cargo.toml");
+    let members = metadata.workspace_packages();
+    let selected: Vec<_> = if !settings.packages.is_empty() {
+        let mut out = Vec::new();
+        for name in &settings.packages {
+            match members.iter().find(|p| p.name.as_str() == name.as_str()) {
+                Some(p) => out.push(*p),
+                None => {
+                    let hint = did_you_mean(name, members.iter().map(|p| p.name.as_str()))
+                        .map(|c| format!(", did you mean `{c}`?"))
+                        .unwrap_or_default();
+                    return Err(WorkspaceError::Fatal(Fatal::Message(format!(
+                        "package `{name}` is not a member of the workspace at {}{hint}",
+                        root.display()
+                    ))));
+                }
+            }
+        }
+        out
+    } else if let (true, Some(m)) = (narrow, manifest) {
+        let m = std::fs::canonicalize(m).unwrap_or_else(|_| m.to_path_buf());
+        let is_root = std::fs::canonicalize(&root_manifest)
+            .map(|r| r == m)
+            .unwrap_or(false);
+        let own: Vec<_> = members
+            .iter()
+            .filter(|p| {
+                std::fs::canonicalize(p.manifest_path.as_std_path())
+                    .map(|c| c == m)
+                    .unwrap_or(false)
+            })
+            .copied()
+            .collect();
+        if is_root || own.is_empty() {
+            members.clone()
+        } else {
+            own
+        }
+    } else {
+        members.clone()
+    };
+
+    let config = match &settings.config {
+        Some(explicit) => config::load(explicit, Section::Root)
+            .map_err(fatal)?
+            .unwrap_or_default(),
+        None => {
+            let file = root.join("staleguard.toml");
+            if file.is_file() {
+                config::load(&file, Section::Root)
+                    .map_err(fatal)?
+                    .unwrap_or_default()
+            } else {
+                config::load(&root_manifest, Section::WorkspaceMetadata)
+                    .map_err(fatal)?
+                    .unwrap_or_default()
+            }
+        }
+    };
+    let exclude_base = config
+        .source
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.clone());
+    let ws_exclude = Exclude::new(&exclude_base, &config.exclude);
+    let target_dir: PathBuf = metadata.target_directory.clone().into();
+
+    let mut packages = Vec::new();
+    let mut files = Vec::new();
+    let mut seen = HashSet::new();
+    for package in selected {
+        let manifest_path = package.manifest_path.as_std_path();
+        let dir = manifest_path.parent().unwrap_or(&root).to_path_buf();
+        let package_config =
+            config::load(manifest_path, Section::PackageMetadata).map_err(fatal)?;
+        let pkg_exclude = package_config
+            .as_ref()
+            .map(|c| Exclude::new(&dir, &c.exclude));
+        let mut excludes = vec![&ws_exclude];
+        if let Some(e) = &pkg_exclude {
+            excludes.push(e);
+        }
+        walk(
+            &dir,
+            &root,
+            true,
+            Some(&target_dir),
+            &excludes,
+            &mut seen,
+            &mut files,
+            errors,
+        );
+        if let Some(c) = package_config {
+            let mut prefix = relative(&dir, &root);
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            packages.push(PackageScope { prefix, config: c });
+        }
+    }
+    Ok(Unit {
+        root,
+        config,
+        packages,
+        files,
+    })
+}
+
+fn fatal(err: ConfigError) -> WorkspaceError {
+    WorkspaceError::Fatal(err.into())
+}
+
+/// Exclude globs anchored at a directory.
+#[derive(Clone)]
+struct Exclude {
+    base: PathBuf,
+    set: GlobSet,
+}
+
+impl Exclude {
+    fn new(base: &Path, patterns: &[String]) -> Self {
+        let mut builder = GlobSetBuilder::new();
+        for p in patterns {
+            // Patterns were validated with the config; `*` stays within one path component.
+            if let Ok(glob) = GlobBuilder::new(p.trim_start_matches("./").trim_end_matches('/'))
+                .literal_separator(true)
+                .build()
+            {
+                builder.add(glob);
+            }
+        }
+        Exclude {
+            base: base.to_path_buf(),
+            set: builder.build().unwrap_or_else(|_| GlobSet::empty()),
+        }
+    }
+
+    /// Whether `path` or one of its ancestors (below the base) matches.
+    fn matches(&self, path: &Path) -> bool {
+        if self.set.is_empty() {
+            return false;
+        }
+        let Ok(rel) = path.strip_prefix(&self.base) else {
+            return false;
+        };
+        rel.ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| self.set.is_match(a))
+    }
+}
+
+/// Walks `start` (a file or directory) for `.rs` files. In a package walk, directories holding
+/// their own `Cargo.toml` (other packages) and the target directory are skipped.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    start: &Path,
+    root: &Path,
+    package_walk: bool,
+    target_dir: Option<&Path>,
+    excludes: &[&Exclude],
+    seen: &mut HashSet<PathBuf>,
+    files: &mut Vec<SourcePath>,
+    errors: &mut Vec<InputError>,
+) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let start_abs = cwd.join(start);
+    if start_abs.is_file() {
+        // A file named explicitly is linted whatever its extension.
+        push_file(&start_abs, root, seen, files);
+        return;
+    }
+    let target_dir = target_dir.map(Path::to_path_buf);
+    let excluded: Vec<Exclude> = excludes.iter().map(|e| (*e).clone()).collect();
+    let start_for_filter = start_abs.clone();
+    let walker = ignore::WalkBuilder::new(&start_abs)
+        .follow_links(true)
+        .require_git(false)
+        .filter_entry(move |entry| {
+            let path = entry.path();
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            if excluded.iter().any(|e| e.matches(path)) {
+                return false;
+            }
+            if !is_dir || path == start_for_filter {
+                return true;
+            }
+            if target_dir.as_deref() == Some(path) || path.join("CACHEDIR.TAG").is_file() {
+                return false;
+            }
+            !(package_walk && path.join("Cargo.toml").is_file())
+        })
+        .build();
+    for entry in walker {
+        match entry {
+            Ok(entry) => {
+                let is_file = entry.file_type().is_some_and(|t| t.is_file());
+                if is_file && entry.path().extension().is_some_and(|e| e == "rs") {
+                    push_file(entry.path(), root, seen, files);
+                }
+            }
+            Err(err) => errors.push(walk_error(err)),
+        }
+    }
+}
+
+fn push_file(path: &Path, root: &Path, seen: &mut HashSet<PathBuf>, files: &mut Vec<SourcePath>) {
+    let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if seen.insert(key) {
+        files.push(SourcePath {
+            abs: path.to_path_buf(),
+            rel: relative(path, root),
+        });
+    }
+}
+
+fn walk_error(err: ignore::Error) -> InputError {
+    match err {
+        ignore::Error::WithPath { path, err } => {
+            let mut inner = walk_error(*err);
+            inner.path = path.display().to_string();
+            inner
+        }
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            walk_error(*err)
+        }
+        ignore::Error::Loop { ancestor, child } => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let ancestor = relative(&ancestor, &cwd);
+            InputError {
+                path: child.display().to_string(),
+                message: format!(
+                    "symlink loop: points back to `{}`",
+                    if ancestor.is_empty() { "." } else { &ancestor }
+                ),
+            }
+        }
+        ignore::Error::Io(err) => InputError {
+            path: String::new(),
+            message: if err.kind() == std::io::ErrorKind::NotFound {
+                "cannot read: the file (or the symlink's target) does not exist".to_string()
+            } else {
+                format!("cannot read: {}", err.kind())
+            },
+        },
+        other => InputError {
+            path: String::new(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// `path` relative to `root`, `/`-separated; absolute when outside it.
+pub fn relative(path: &Path, root: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let text = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    if rel.is_absolute() {
+        path.display().to_string()
+    } else {
+        text
+    }
+}
+
+/// The nearest `staleguard.toml` in `path`'s directory or above.
+fn find_config_upwards(path: &Path) -> Option<PathBuf> {
+    let start = if path.is_dir() { path } else { path.parent()? };
+    start
+        .ancestors()
+        .map(|dir| dir.join("staleguard.toml"))
+        .find(|candidate| candidate.is_file())
+}

@@ -1,0 +1,68 @@
+//! `--format json`: the versioned schema documented in `docs/json-schema.md` (machine-readable
+//! copy in `docs/json-schema.json`).
+
+use std::io::{self, Write};
+
+use serde_json::{Value, json};
+use staleguard_rules::{Position, Span};
+
+use super::{Report, counts};
+
+/// Bumped on any incompatible change to the output.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let outcome = report.outcome;
+    let findings: Vec<Value> = outcome
+        .findings
+        .iter()
+        .map(|f| {
+            let d = &f.diag;
+            json!({
+                "rule": d.rule,
+                "level": f.level.as_str(),
+                "message": d.message,
+                "file": d.primary.file,
+                "start": position(d.primary.start),
+                "end": position(d.primary.end),
+                "byte_range": [d.primary.byte_start, d.primary.byte_end],
+                "label": d.primary_label,
+                "labels": d.labels.iter().map(|l| {
+                    let mut v = span(&l.span);
+                    v["message"] = json!(l.message);
+                    v
+                }).collect::<Vec<_>>(),
+                "help": d.help,
+                "notes": d.notes,
+                "function": d.function,
+                "fingerprint": f.fingerprint,
+            })
+        })
+        .collect();
+    let (errors, warnings, notes) = counts(outcome);
+    let value = json!({
+        "version": SCHEMA_VERSION,
+        "tool": { "name": "staleguard", "version": env!("CARGO_PKG_VERSION") },
+        "root": report.root.display().to_string(),
+        "findings": findings,
+        "errors": outcome.errors.iter().map(|e| json!({"path": e.path, "message": e.message})).collect::<Vec<_>>(),
+        "summary": {
+            "files": outcome.files,
+            "errors": errors,
+            "warnings": warnings,
+            "notes": notes,
+            "skipped": outcome.errors.len() + outcome.findings.iter().filter(|f| f.is_bad_input()).count(),
+            "baselined": outcome.baselined,
+        },
+    });
+    let text = serde_json::to_string_pretty(&value).map_err(io::Error::other)?;
+    writeln!(out, "{text}")
+}
+
+fn position(p: Position) -> Value {
+    json!({ "line": p.line, "column": p.column })
+}
+
+fn span(s: &Span) -> Value {
+    json!({ "file": s.file, "start": position(s.start), "end": position(s.end) })
+}

@@ -1,0 +1,117 @@
+//! Validated settings: [`Args`] resolved into what the run needs (rule names checked, targets
+//! classified into workspaces and plain paths).
+
+use std::path::{Path, PathBuf};
+
+use staleguard_rules::registry;
+
+use crate::args::{Args, CheckArgs, ColorArg, Command, FormatArg, ListFormat};
+use crate::suggest::did_you_mean;
+
+/// What the invocation asks for.
+#[derive(Debug)]
+pub enum Action {
+    Check(Box<Settings>),
+    Explain(String),
+    Rules(ListFormat),
+}
+
+/// Validated settings of a lint run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub targets: Vec<Target>,
+    pub manifest_path: Option<PathBuf>,
+    pub packages: Vec<String>,
+    pub format: FormatArg,
+    pub color: ColorArg,
+    pub output: Option<PathBuf>,
+    pub statistics: bool,
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+    pub config: Option<PathBuf>,
+    pub baseline: Option<PathBuf>,
+    pub write_baseline: Option<PathBuf>,
+    pub exit_zero: bool,
+    pub jobs: Option<usize>,
+}
+
+/// Something to lint.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A Cargo workspace. `narrow`: when the manifest is a member's (not the workspace root's),
+    /// lint only that member.
+    Workspace {
+        manifest: Option<PathBuf>,
+        narrow: bool,
+    },
+    /// Plain `.rs` files or a directory of them.
+    Path(PathBuf),
+}
+
+/// Resolves raw arguments; the error is a one-line message (exit code 2).
+pub fn resolve(args: Args) -> Result<Action, String> {
+    match args.command {
+        Some(Command::Explain { rule }) => Ok(Action::Explain(rule)),
+        Some(Command::Rules { format }) => Ok(Action::Rules(format)),
+        None => check(args.check).map(|s| Action::Check(Box::new(s))),
+    }
+}
+
+fn check(args: CheckArgs) -> Result<Settings, String> {
+    for rule in args.select.iter().chain(&args.ignore) {
+        known_rule(rule)?;
+    }
+    if args.jobs == Some(0) {
+        return Err("`--jobs` must be at least 1".to_string());
+    }
+    let targets = if args.paths.is_empty() {
+        vec![Target::Workspace {
+            manifest: args.manifest_path.clone(),
+            narrow: args.manifest_path.is_some() && !args.workspace,
+        }]
+    } else {
+        args.paths.iter().map(|p| classify(p)).collect()
+    };
+    Ok(Settings {
+        targets,
+        manifest_path: args.manifest_path,
+        packages: args.package,
+        format: args.format,
+        color: args.color,
+        output: args.output,
+        statistics: args.statistics,
+        select: args.select,
+        ignore: args.ignore,
+        config: args.config,
+        baseline: args.baseline,
+        write_baseline: args.write_baseline,
+        exit_zero: args.exit_zero,
+        jobs: args.jobs,
+    })
+}
+
+fn classify(path: &Path) -> Target {
+    if path.is_dir() && path.join("Cargo.toml").is_file() {
+        Target::Workspace {
+            manifest: Some(path.join("Cargo.toml")),
+            narrow: true,
+        }
+    } else if path.file_name().is_some_and(|n| n == "Cargo.toml") && path.is_file() {
+        Target::Workspace {
+            manifest: Some(path.to_path_buf()),
+            narrow: true,
+        }
+    } else {
+        Target::Path(path.to_path_buf())
+    }
+}
+
+/// Checks that `name` is a rule id, suggesting the closest one when it is not.
+pub fn known_rule(name: &str) -> Result<&'static registry::RuleMeta, String> {
+    registry::find(name).ok_or_else(|| {
+        match did_you_mean(name, registry::all().iter().map(|r| r.name)) {
+            Some(close) => format!("unknown rule `{name}`, did you mean `{close}`?"),
+            None => format!("unknown rule `{name}` (run `cargo staleguard rules` for the list)"),
+        }
+    })
+}

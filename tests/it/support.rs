@@ -1,0 +1,114 @@
+//! Helpers for end-to-end tests: temporary projects and runs of the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The binary under test.
+pub fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-staleguard"));
+    cmd.env_remove("NO_COLOR").stdin(Stdio::null());
+    cmd
+}
+
+/// The repository root (where `fixtures/`, `docs/` and `examples/` live).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn of(cmd: &mut Command) -> Run {
+        let out = cmd.output().expect("the binary runs");
+        Run {
+            code: out.status.code().expect("exited, not killed by a signal"),
+            stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+        }
+    }
+
+    /// Asserts the exit code, showing the output when it differs.
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Run {
+        assert_eq!(
+            self.code, expected,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// A temporary directory holding a project.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    /// An empty directory.
+    pub fn empty() -> Project {
+        Project {
+            dir: tempfile::Builder::new()
+                .prefix("staleguard-it-")
+                .tempdir()
+                .expect("temp dir"),
+        }
+    }
+
+    /// A one-package workspace named `name` (its own `[workspace]`, so no parent claims it).
+    pub fn package(name: &str) -> Project {
+        let p = Project::empty();
+        p.write(
+            "Cargo.toml",
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n"),
+        );
+        p
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes a file, creating its directories.
+    pub fn write(&self, rel: &str, text: &str) -> &Project {
+        self.write_bytes(rel, text.as_bytes())
+    }
+
+    pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> &Project {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("create dirs");
+        std::fs::write(&path, bytes).expect("write file");
+        self
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).expect("read file")
+    }
+
+    /// Runs the binary in the project directory.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::of(bin().current_dir(self.root()).args(args))
+    }
+}
+
+/// A file that does not parse.
+pub const BROKEN: &str = "pub fn broken() {\n    let x = ;\n}\n";
+
+/// A clean file.
+pub const CLEAN: &str =
+    "//! Nothing to see.\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n";
