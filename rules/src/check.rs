@@ -37,7 +37,7 @@ pub fn run(
     for id in &ids {
         effects.insert(
             *id,
-            kb::classify_body(&facts, knowledge, &bodies, id.file, by_id[id]),
+            kb::classify_body(&facts, knowledge, id.file, by_id[id]),
         );
     }
     let summaries = summary::summarize(&ids, &by_id, &effects);
@@ -77,6 +77,9 @@ pub fn run(
         for id in &ids {
             let body = by_id[id];
             let fx = &effects[id];
+            if !worth_checking(fx) {
+                continue;
+            }
             let cx = RuleCx {
                 krate: &krate,
                 id: *id,
@@ -180,4 +183,25 @@ fn enter_of(body: &Body) -> Vec<Option<u32>> {
         }
     }
     out
+}
+
+/// Whether any rule can fire on a body: the rules need a write under a lock or transaction, a
+/// remote call in a transaction, a token write, or a spawned / delayed task.
+fn worth_checking(fx: &BodyEffects) -> bool {
+    let mut has = [false; 6];
+    for e in fx.effs.iter().flatten() {
+        match e.kind {
+            K::Write => {
+                has[0] = true;
+                if e.token || e.mem {
+                    has[5] = true;
+                }
+            }
+            K::Lock | K::TxBegin | K::TxClosure | K::Claim => has[1] = true,
+            K::Remote => has[2] = true,
+            K::Spawn | K::Schedule => has[3] = true,
+            _ => {}
+        }
+    }
+    (has[0] && has[1]) || (has[2] && has[1]) || has[3] || has[5]
 }

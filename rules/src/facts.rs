@@ -1,7 +1,7 @@
 //! Crate-wide facts, merged from every lowered file: functions and methods with their impl type,
 //! struct field types, `use` aliases, consts holding SQL, trait implementations.
 
-use crate::ir::{Body, FileIr, TypeRef};
+use crate::ir::{FileIr, TypeRef};
 use crate::sql::SqlInfo;
 use std::collections::HashMap;
 
@@ -20,8 +20,16 @@ pub struct Facts {
     pub str_consts: HashMap<String, String>,
     /// Trait name to the types implementing it in the crate.
     pub trait_impls: HashMap<String, Vec<String>>,
-    /// A fn's ident to every body with that ident.
-    pub fns: HashMap<String, Vec<BodyId>>,
+    /// Free fns by ident.
+    pub free_fns: HashMap<String, Vec<BodyId>>,
+    /// Methods by (self type or trait, ident).
+    pub methods_of: HashMap<(String, String), Vec<BodyId>>,
+    /// Methods by ident alone (any type).
+    pub methods_named: HashMap<String, Vec<BodyId>>,
+    /// Bodies by their impl's self type.
+    pub by_type: HashMap<String, Vec<BodyId>>,
+    /// Bodies by the (last segment of the) types their non-`self` parameters mention.
+    pub taking: HashMap<String, Vec<BodyId>>,
     /// Per file: `use` aliases.
     pub uses: Vec<HashMap<String, String>>,
 }
@@ -50,10 +58,31 @@ impl Facts {
             }
             f.uses.push(uses);
             for (bi, b) in file.bodies.iter().enumerate() {
-                f.fns.entry(b.ident.clone()).or_default().push(BodyId {
-                    file: fi as u32,
-                    body: bi as u32,
-                });
+                let id = BodyId { file: fi as u32, body: bi as u32 };
+                if let Some(t) = &b.self_ty {
+                    f.by_type.entry(t.clone()).or_default().push(id);
+                }
+                for (n, ty) in &b.params {
+                    if n != "self" {
+                        for x in ty {
+                            let last = x.rsplit("::").next().unwrap_or(x);
+                            let v = f.taking.entry(last.to_string()).or_default();
+                            if v.last() != Some(&id) {
+                                v.push(id);
+                            }
+                        }
+                    }
+                }
+                match (&b.self_ty, &b.trait_name) {
+                    (None, _) => f.free_fns.entry(b.ident.clone()).or_default().push(id),
+                    (Some(t), tr) => {
+                        f.methods_named.entry(b.ident.clone()).or_default().push(id);
+                        f.methods_of.entry((t.clone(), b.ident.clone())).or_default().push(id);
+                        if let Some(tr) = tr.as_ref().filter(|tr| *tr != t) {
+                            f.methods_of.entry((tr.clone(), b.ident.clone())).or_default().push(id);
+                        }
+                    }
+                }
             }
         }
         f
@@ -82,23 +111,7 @@ impl Facts {
 
     /// Bodies that a method named `method` on type `ty` may run: inherent and trait impls on
     /// `ty`, or every implementation when `ty` is a trait of the crate.
-    pub fn methods(&self, bodies: &[&[Body]], ty: &str, method: &str) -> Vec<BodyId> {
-        let Some(cands) = self.fns.get(method) else {
-            return Vec::new();
-        };
-        let impls = self.trait_impls.get(ty);
-        cands
-            .iter()
-            .copied()
-            .filter(|id| {
-                let b = &bodies[id.file as usize][id.body as usize];
-                b.self_ty.as_deref() == Some(ty)
-                    || b.trait_name.as_deref() == Some(ty)
-                    || impls.is_some_and(|tys| {
-                        b.self_ty.as_ref().is_some_and(|s| tys.contains(s))
-                            && b.trait_name.as_deref() == Some(ty)
-                    })
-            })
-            .collect()
+    pub fn methods(&self, ty: &str, method: &str) -> Vec<BodyId> {
+        self.methods_of.get(&(ty.to_string(), method.to_string())).cloned().unwrap_or_default()
     }
 }

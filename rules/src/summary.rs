@@ -56,13 +56,17 @@ fn exported(kind: K, body: &Body) -> bool {
     }
 }
 
-/// Computes every body's summary.
+/// Computes every body's summary: direct effects first, then callee effects along call edges
+/// with a worklist until nothing changes.
 pub fn summarize(
     ids: &[BodyId],
     bodies: &HashMap<BodyId, &Body>,
     effects: &HashMap<BodyId, BodyEffects>,
 ) -> HashMap<BodyId, Summary> {
-    let mut sums: HashMap<BodyId, Summary> = HashMap::new();
+    let mut sums: HashMap<BodyId, Summary> = HashMap::with_capacity(ids.len());
+    // Call edges (caller event -> callee), outside detached regions, and their reverse.
+    let mut edges: HashMap<BodyId, Vec<(u32, BodyId)>> = HashMap::new();
+    let mut callers: HashMap<BodyId, Vec<BodyId>> = HashMap::new();
     for id in ids {
         let body = bodies[id];
         let fx = &effects[id];
@@ -79,42 +83,55 @@ pub fn summarize(
             }
         }
         sums.insert(*id, s);
-    }
-    // Fixpoint over call edges; bounded by the number of (body, effect) pairs.
-    let mut changed = true;
-    let mut rounds = 0;
-    while changed && rounds < 64 {
-        changed = false;
-        rounds += 1;
-        for id in ids {
-            let body = bodies[id];
-            let fx = &effects[id];
-            let detached = query::detached(body, fx);
-            let mut add: Vec<(K, bool, bool, u32, BodyId, Eff)> = Vec::new();
-            for (i, callees) in fx.callees.iter().enumerate() {
-                if detached[i] {
-                    continue;
+        for (i, callees) in fx.callees.iter().enumerate() {
+            if detached[i] {
+                continue;
+            }
+            for c in callees {
+                if c != id {
+                    edges.entry(*id).or_default().push((i as u32, *c));
+                    callers.entry(*c).or_default().push(*id);
                 }
-                for c in callees {
-                    if c == id {
-                        continue;
-                    }
-                    if let Some(cs) = sums.get(c) {
-                        for e in &cs.effects {
-                            if exported(e.0, body)
-                                || matches!(e.0, K::Lock | K::TxBegin)
-                                    && exported(e.0, bodies[c])
-                                    && exported(e.0, body)
-                            {
-                                add.push((e.0, e.1, e.2, i as u32, *c, e.5.clone()));
-                            }
-                        }
+            }
+        }
+    }
+    let mut work: Vec<BodyId> = edges.keys().copied().collect();
+    work.sort();
+    let mut queued: std::collections::HashSet<BodyId> = work.iter().copied().collect();
+    let mut steps = 0usize;
+    let limit = ids.len().saturating_mul(16).max(1024);
+    while let Some(id) = work.pop() {
+        queued.remove(&id);
+        steps += 1;
+        if steps > limit {
+            break;
+        }
+        let body = bodies[&id];
+        let mut add: Vec<(K, bool, bool, u32, BodyId, Eff)> = Vec::new();
+        for (i, c) in edges.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
+            if let Some(cs) = sums.get(c) {
+                for e in &cs.effects {
+                    let ok = if matches!(e.0, K::Lock | K::TxBegin) {
+                        exported(e.0, bodies[c]) && exported(e.0, body)
+                    } else {
+                        exported(e.0, body)
+                    };
+                    if ok {
+                        add.push((e.0, e.1, e.2, *i, *c, e.5.clone()));
                     }
                 }
             }
-            let s = sums.get_mut(id).expect("summary exists");
-            for (k, t, d, i, c, e) in add {
-                changed |= s.add(k, t, d, i, Some(c), &e);
+        }
+        let s = sums.get_mut(&id).expect("summary exists");
+        let mut changed = false;
+        for (k, t, d, i, c, e) in add {
+            changed |= s.add(k, t, d, i, Some(c), &e);
+        }
+        if changed {
+            for caller in callers.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
+                if queued.insert(*caller) {
+                    work.push(*caller);
+                }
             }
         }
     }

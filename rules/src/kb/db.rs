@@ -38,7 +38,7 @@ fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
 }
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Eff> {
     let head = call.head();
     let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
     let recv_local = call.recv.join(".");

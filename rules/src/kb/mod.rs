@@ -111,7 +111,6 @@ pub struct BodyEffects {
 pub(crate) struct Cx<'a> {
     pub facts: &'a Facts,
     pub knowledge: &'a Knowledge,
-    pub bodies: &'a [&'a [Body]],
     pub file: u32,
     pub body: &'a Body,
     pub env: HashMap<String, Class>,
@@ -126,14 +125,12 @@ pub(crate) struct Cx<'a> {
 pub fn classify_body(
     facts: &Facts,
     knowledge: &Knowledge,
-    bodies: &[&[Body]],
     file: u32,
     body: &Body,
 ) -> BodyEffects {
     let mut cx = Cx {
         facts,
         knowledge,
-        bodies,
         file,
         body,
         env: HashMap::new(),
@@ -304,8 +301,13 @@ impl Cx<'_> {
             return (vec![e], Vec::new());
         }
         let mut effs = Vec::new();
+        let resolved = if call.func.is_empty() {
+            String::new()
+        } else {
+            self.facts.resolve(self.file, &call.func.join("::"))
+        };
         for f in [sync::classify, db::classify, redis::classify, net::classify] {
-            if let Some(e) = f(self, call, &recv) {
+            if let Some(e) = f(self, call, &recv, &resolved) {
                 effs.push(e);
                 break;
             }
@@ -525,7 +527,6 @@ impl Cx<'_> {
 
     /// The crate bodies a call may run.
     fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
-        let fns = &self.facts.fns;
         if !call.func.is_empty() && !call.steps.is_empty() {
             let name = call.func_last();
             if name.ends_with('!') {
@@ -544,15 +545,17 @@ impl Cx<'_> {
         };
         match recv {
             Class::User(t) | Class::Trait(t) => {
-                let m = self.facts.methods(self.bodies, t, &step.name);
+                let m = self.facts.methods(t, &step.name);
                 if !m.is_empty() {
                     return m;
                 }
-                // A trait implemented by the type.
+                // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
-                for (tr, tys) in &self.facts.trait_impls {
-                    if tys.contains(t) {
-                        out.extend(self.facts.methods(self.bodies, tr, &step.name));
+                if self.facts.methods_named.contains_key(&step.name) {
+                    for (tr, tys) in &self.facts.trait_impls {
+                        if tys.contains(t) {
+                            out.extend(self.facts.methods(tr, &step.name));
+                        }
                     }
                 }
                 if matches!(recv, Class::Trait(_))
@@ -560,7 +563,7 @@ impl Cx<'_> {
                 {
                     {
                         for ty in tys {
-                            out.extend(self.facts.methods(self.bodies, ty, &step.name));
+                            out.extend(self.facts.methods(ty, &step.name));
                         }
                     }
                 }
@@ -570,19 +573,9 @@ impl Cx<'_> {
             }
             Class::Unknown(_) => {
                 // A method defined once in the crate, on a receiver of unknown type.
-                let cands: Vec<BodyId> = fns
-                    .get(&step.name)
-                    .map(|v| {
-                        v.iter()
-                            .copied()
-                            .filter(|id| self.get(*id).self_ty.is_some())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if cands.len() == 1 && !is_common_method(&step.name) {
-                    cands
-                } else {
-                    Vec::new()
+                match self.facts.methods_named.get(&step.name) {
+                    Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
+                    _ => Vec::new(),
                 }
             }
             _ => Vec::new(),
@@ -593,9 +586,6 @@ impl Cx<'_> {
         let Some(name) = func.last() else {
             return Vec::new();
         };
-        let Some(cands) = self.facts.fns.get(name) else {
-            return Vec::new();
-        };
         if func.len() >= 2 {
             let q = &func[func.len() - 2];
             let q = if q == "Self" {
@@ -603,30 +593,18 @@ impl Cx<'_> {
             } else {
                 q.clone()
             };
-            let typed: Vec<BodyId> = cands
-                .iter()
-                .copied()
-                .filter(|id| self.get(*id).self_ty.as_deref() == Some(q.as_str()))
-                .collect();
+            let typed = self.facts.methods(&q, name);
             if !typed.is_empty() {
                 return typed;
             }
         }
-        let free: Vec<BodyId> = cands
-            .iter()
-            .copied()
-            .filter(|id| self.get(*id).self_ty.is_none())
-            .collect();
         if func.len() == 1 || q_is_module(func) {
-            free
+            self.facts.free_fns.get(name).cloned().unwrap_or_default()
         } else {
             Vec::new()
         }
     }
 
-    pub fn get(&self, id: BodyId) -> &Body {
-        &self.bodies[id.file as usize][id.body as usize]
-    }
 }
 
 fn q_is_module(func: &[String]) -> bool {

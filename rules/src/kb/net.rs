@@ -7,7 +7,7 @@ use crate::ir::Call;
 
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+pub(super) fn classify(_cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     if *recv == Class::Channel {
         return None;
     }
@@ -23,12 +23,6 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         }
         return None;
     }
-    let func = call.func.join("::");
-    let resolved = if func.is_empty() {
-        String::new()
-    } else {
-        cx.facts.resolve(cx.file, &func)
-    };
     // `reqwest::get(url).await`
     if resolved.starts_with("reqwest") && call.steps.first().is_some_and(|s| s.awaited) {
         return Some(Eff::new(K::Remote, "sends an HTTP request"));

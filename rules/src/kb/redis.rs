@@ -5,13 +5,7 @@ use super::names::is_token_name;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
-    let func = call.func.join("::");
-    let resolved = if func.is_empty() {
-        String::new()
-    } else {
-        cx.facts.resolve(cx.file, &func)
-    };
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
 
     // Lua scripts are atomic.
     if resolved.contains("Script")

@@ -66,13 +66,7 @@ const MEM_WRITES: &[&str] = &[
     "append",
 ];
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
-    let func = call.func.join("::");
-    let resolved = if func.is_empty() {
-        String::new()
-    } else {
-        cx.facts.resolve(cx.file, &func)
-    };
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     let flast = call.func_last();
 
     // Access through a guard held in a local.

@@ -202,14 +202,8 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
     if facts.structs.contains_key(&name) {
         return Class::User(name);
     }
-    if facts.trait_impls.contains_key(&name)
-        || facts.fns.values().flatten().next().is_some() && is_trait_of_crate(facts, &name)
-    {
+    if facts.trait_impls.contains_key(&name) {
         return Class::Trait(name);
     }
     Class::Unknown(name)
-}
-
-fn is_trait_of_crate(facts: &Facts, name: &str) -> bool {
-    facts.trait_impls.contains_key(name)
 }

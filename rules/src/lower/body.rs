@@ -646,7 +646,7 @@ impl Lw<'_, '_> {
                 sp,
             });
         }
-        if call.steps.is_empty() {
+        if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
         let sp = self.lines.sp(root_start, end_tok);
@@ -771,7 +771,10 @@ impl Lw<'_, '_> {
                 }
             }
             _ => {
-                if macros::is_format_like(&name) || macros::is_lowered_macro(&name) {
+                // Re-parsing a macro's tokens costs; only when an effect can hide inside.
+                if (macros::is_format_like(&name) || macros::is_lowered_macro(&name))
+                    && macros::mentions_await(&m.tokens)
+                {
                     for a in macros::parse_args(&m.tokens) {
                         self.expr(&a);
                     }
@@ -1244,4 +1247,43 @@ fn holds_sql_text(e: &Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// Std-only chains that no rule or summary can use: `x.clone()`, `v.iter().map(..).collect()`,
+/// `Ok(..)`, `Arc::new(..)`, on a plain local or a constructor, with no `.await`, no `?`, no
+/// SQL and no closure (a closure argument keeps the call, its region hangs off it).
+fn is_noise(call: &Call) -> bool {
+    const STEPS: &[&str] = &[
+        "clone", "cloned", "copied", "to_string", "to_owned", "into", "unwrap", "expect", "unwrap_or", "unwrap_or_default",
+        "ok", "map_err", "iter", "into_iter", "collect", "len", "is_empty", "is_some", "is_none", "is_ok", "is_err",
+        "as_ref", "as_str", "as_slice", "as_deref", "borrow", "deref", "to_vec", "trim", "parse", "starts_with",
+        "ends_with", "eq", "ne", "cmp", "partial_cmp", "hash", "fmt", "into_inner", "as_bytes", "to_lowercase",
+        "to_uppercase", "chars", "bytes", "lines", "rev", "enumerate", "zip", "skip", "take", "saturating_sub",
+        "saturating_add", "checked_add", "checked_sub", "abs", "max", "min", "sum", "count", "display",
+    ];
+    const FUNCS: &[&str] = &[
+        "Ok", "Some", "Err", "new", "from", "default", "with_capacity", "from_secs", "from_millis", "from_str", "to_string",
+        "format", "into", "clone", "len", "min", "max", "drop_in_place",
+    ];
+    if call.steps.iter().any(|s| s.awaited || s.tried || s.args.iter().any(|a| a.sql.is_some() || a.closure)) {
+        return false;
+    }
+    let steps_noise = |skip: usize| call.steps.iter().skip(skip).all(|s| STEPS.contains(&s.name.as_str()));
+    if call.func.is_empty() {
+        return call.recv.len() == 1 && call.recv[0] != "self" && steps_noise(0);
+    }
+    let last = call.func_last();
+    if call.func.len() == 1 {
+        return matches!(last, "Ok" | "Some" | "Err") && steps_noise(1);
+    }
+    // `Type::new(..)`: only std containers and wrappers; a crate or client type may matter.
+    let ty = call.func[call.func.len() - 2].as_str();
+    FUNCS.contains(&last)
+        && matches!(
+            ty,
+            "Arc" | "Rc" | "Box" | "Vec" | "String" | "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet" | "VecDeque" | "Duration"
+                | "Instant" | "Cell" | "RefCell" | "PathBuf" | "Cow" | "Ok" | "Some" | "Default" | "Wrapping" | "AtomicBool"
+                | "AtomicUsize" | "AtomicU64" | "Uuid" | "Utc" | "SystemTime"
+        )
+        && steps_noise(1)
 }

@@ -188,3 +188,12 @@ pub fn select_branches(tokens: &TokenStream) -> Vec<(Option<Pat>, Option<Expr>, 
     }
     out
 }
+
+/// Whether a macro's tokens contain `.await` (an effect worth lowering).
+pub fn mentions_await(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|tt| match tt {
+        TokenTree::Ident(i) => i == "await",
+        TokenTree::Group(g) => mentions_await(&g.stream()),
+        _ => false,
+    })
+}

@@ -260,67 +260,46 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
     }
     struct_fields(cx, &mut payload);
     let mut handlers: Vec<BodyId> = Vec::new();
+    let facts = cx.krate.facts;
     if let Some(t) = &payload.ty {
         // Job handlers: methods of the payload type, or fns taking it.
-        for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
-            for (bi, b) in bodies.iter().enumerate() {
-                let method = b.self_ty.as_deref() == Some(t.as_str())
-                    && b.params.iter().any(|(n, _)| n == "self");
-                let takes = b
-                    .params
-                    .iter()
-                    .any(|(n, ty)| n != "self" && ty.iter().any(|x| last_seg(x) == t));
-                if method || takes {
-                    handlers.push(BodyId {
-                        file: fi as u32,
-                        body: bi as u32,
-                    });
-                }
+        for id in facts.by_type.get(t).into_iter().flatten() {
+            if cx.krate.body(*id).params.iter().any(|(n, _)| n == "self") {
+                handlers.push(*id);
             }
         }
+        handlers.extend(facts.taking.get(t).into_iter().flatten().copied());
+        handlers.sort();
+        handlers.dedup();
     }
     if handlers.is_empty()
         && let Some(queue) = &eff.table
     {
         // A `DelayQueue` consumer: a fn of the same type (or this fn) polling the same queue.
         let parts: Vec<&str> = queue.split('.').collect();
-        for (fi, bodies) in cx.krate.bodies.iter().enumerate() {
-            for (bi, b) in bodies.iter().enumerate() {
-                let same_owner = if parts.first() == Some(&"self") {
-                    b.self_ty == cx.body.self_ty
-                } else {
-                    fi as u32 == cx.id.file && bi as u32 == cx.id.body
-                };
-                if !same_owner {
-                    continue;
+        let owners: Vec<BodyId> = match (parts.first(), &cx.body.self_ty) {
+            (Some(&"self"), Some(t)) => facts.by_type.get(t).cloned().unwrap_or_default(),
+            _ => vec![cx.id],
+        };
+        for id in owners {
+            let b = cx.krate.body(id);
+            let polls = b.events.iter().any(|e| match &e.kind {
+                Ev::Call(c) => {
+                    c.recv.iter().map(String::as_str).eq(parts.iter().copied())
+                        && c.steps.iter().any(|st| {
+                            matches!(st.name.as_str(), "next" | "poll_expired" | "try_next" | "poll_next")
+                        })
                 }
-                let polls = b.events.iter().any(|e| match &e.kind {
-                    Ev::Call(c) => {
-                        c.recv.iter().map(String::as_str).eq(parts.iter().copied())
-                            && c.steps.iter().any(|st| {
-                                matches!(
-                                    st.name.as_str(),
-                                    "next" | "poll_expired" | "try_next" | "poll_next"
-                                )
-                            })
-                    }
-                    _ => false,
-                });
-                if polls {
-                    handlers.push(BodyId {
-                        file: fi as u32,
-                        body: bi as u32,
-                    });
-                }
+                _ => false,
+            });
+            if polls {
+                handlers.push(id);
             }
         }
     }
     judge(cx, s, &payload, &Action::Bodies(handlers), false, out);
 }
 
-fn last_seg(s: &str) -> &str {
-    s.rsplit("::").next().unwrap_or(s)
-}
 
 /// Decides and reports. `needs_sleep`: a spawned task is a timer only if it waits.
 fn judge(
