@@ -1,0 +1,74 @@
+//! Dev tool: counts IR events by kind over a directory, to keep lowered data compact.
+
+use staleguard_rules::ir::Ev;
+use staleguard_rules::{Analyzer, Knowledge};
+
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn main() {
+    let mut files = Vec::new();
+    walk(
+        std::path::Path::new(&std::env::args().nth(1).expect("dir")),
+        &mut files,
+    );
+    let a = Analyzer::new(Knowledge::default());
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    let (mut bodies, mut steps, mut args, mut paths) = (0, 0, 0, 0);
+    let mut names = std::collections::HashMap::<String, usize>::new();
+    for f in files {
+        let Ok(t) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let l = a.lower("x", &t);
+        for b in &l.ir().bodies {
+            bodies += 1;
+            for e in &b.events {
+                let k = match &e.kind {
+                    Ev::Call(c) => {
+                        steps += c.steps.len();
+                        for s in &c.steps {
+                            args += s.args.len();
+                            paths += s.args.iter().map(|a| a.paths.len()).sum::<usize>();
+                        }
+                        let key = c
+                            .steps
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(".");
+                        *names.entry(key).or_default() += 1;
+                        "call"
+                    }
+                    Ev::Bind(_) => "bind",
+                    Ev::Assign { .. } => "assign",
+                    Ev::Cond { .. } => "cond",
+                    Ev::Exit => "exit",
+                    Ev::Drop { .. } => "drop",
+                    Ev::Enter(_) => "enter",
+                    Ev::Leave => "leave",
+                };
+                *counts.entry(k).or_default() += 1;
+            }
+        }
+    }
+    println!("bodies {bodies} steps {steps} args {args} paths {paths}");
+    println!("{counts:?}");
+    let mut top: Vec<_> = names.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1));
+    for (k, n) in top.iter().take(40) {
+        println!("{n:7} {k}");
+    }
+}
