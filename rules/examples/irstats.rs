@@ -67,7 +67,7 @@ fn main() {
     println!("bodies {bodies} steps {steps} args {args} paths {paths}");
     println!("{counts:?}");
     let mut top: Vec<_> = names.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1));
+    top.sort_by_key(|b| std::cmp::Reverse(b.1));
     for (k, n) in top.iter().take(40) {
         println!("{n:7} {k}");
     }
