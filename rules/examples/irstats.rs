@@ -1,6 +1,24 @@
 //! Dev tool: counts IR events by kind over a directory, to keep lowered data compact.
 
-use staleguard_rules::ir::Ev;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
 use staleguard_rules::{Analyzer, Knowledge};
 
 fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
@@ -28,11 +46,13 @@ fn main() {
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();
     let (mut bodies, mut steps, mut args, mut paths) = (0, 0, 0, 0);
     let mut names = std::collections::HashMap::<String, usize>::new();
+    let mut kept = Vec::new();
     for f in files {
         let Ok(t) = std::fs::read_to_string(&f) else {
             continue;
         };
-        let l = a.lower("x", &t);
+        kept.push(a.lower("x", &t));
+        let l = kept.last().expect("just pushed");
         for b in &l.ir().bodies {
             bodies += 1;
             for e in &b.events {
@@ -64,6 +84,27 @@ fn main() {
             }
         }
     }
+    println!(
+        "live bytes with every file lowered: {} ({} files kept)",
+        LIVE.load(Ordering::Relaxed),
+        kept.len()
+    );
+    use staleguard_rules::ir::*;
+    println!(
+        "sizes: Event {} Bind {} Call {} Step {} Arg {} Body {} SqlInfo {}",
+        std::mem::size_of::<Event>(),
+        std::mem::size_of::<Bind>(),
+        std::mem::size_of::<Call>(),
+        std::mem::size_of::<Step>(),
+        std::mem::size_of::<Arg>(),
+        std::mem::size_of::<Body>(),
+        std::mem::size_of::<staleguard_rules::sql::SqlInfo>()
+    );
+    let facts: usize = kept
+        .iter()
+        .map(|l| l.ir().facts.structs.len() + l.ir().facts.uses.len() + l.ir().items.len())
+        .sum();
+    println!("facts entries {facts}");
     println!("bodies {bodies} steps {steps} args {args} paths {paths}");
     println!("{counts:?}");
     let mut top: Vec<_> = names.into_iter().collect();

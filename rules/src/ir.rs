@@ -111,9 +111,9 @@ pub struct Bind {
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
     pub strs: Vec<String>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
-    pub sql: Option<SqlInfo>,
+    pub sql: Option<Box<SqlInfo>>,
     /// A struct literal in the init.
-    pub lit: Option<StructLit>,
+    pub lit: Option<Box<StructLit>>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
     pub closure: Option<u32>,
 }

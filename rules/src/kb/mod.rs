@@ -258,7 +258,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         }
                     }
                     if let Some(sql) = &b.sql {
-                        cx.sql_locals.insert(name.clone(), sql.clone());
+                        cx.sql_locals.insert(name.clone(), (**sql).clone());
                     }
                     if !b.strs.is_empty() {
                         cx.str_locals.insert(name.clone(), b.strs.clone());
@@ -268,7 +268,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         cx.str_locals.insert(name.clone(), s);
                     }
                     if let Some(l) = &b.lit {
-                        cx.lit_locals.insert(name.clone(), l.clone());
+                        cx.lit_locals.insert(name.clone(), (**l).clone());
                     }
                 }
             }

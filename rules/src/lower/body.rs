@@ -124,8 +124,8 @@ impl Lw<'_, '_> {
                                 deps,
                                 calls,
                                 strs,
-                                sql,
-                                lit,
+                                sql: sql.map(Box::new),
+                                lit: lit.map(Box::new),
                                 closure,
                             })),
                         );

@@ -135,7 +135,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
         if let Ev::Bind(b) = &ev.kind {
             outer.extend(b.names.iter().map(String::as_str));
             if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
-                lits.push((n.as_str(), l));
+                lits.push((n.as_str(), &**l));
             }
         }
     }
