@@ -92,7 +92,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
         e.token = token;
         e.table = key;
-        if eff == K::Claim && names.iter().any(|c| c.contains("LOCK")) {
+        if eff == K::Claim
+            && e.table
+                .as_deref()
+                .is_some_and(|k| k.to_ascii_lowercase().contains("lock"))
+        {
             e.what = "acquires a redis lock".into();
         }
         return Some(e);

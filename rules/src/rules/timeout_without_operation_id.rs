@@ -341,6 +341,14 @@ fn judge(
             let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
                 return;
             };
+            // A periodic task (the wait inside a loop) is a heartbeat or a sweep, not a timeout.
+            let periodic = (*start..sleep).any(|j| {
+                matches!(cx.body.events[j as usize].kind, Ev::Enter(Region::Loop))
+                    && region_end(cx, j) > sleep
+            });
+            if periodic {
+                return;
+            }
             let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
                 return;
             };
