@@ -1,5 +1,6 @@
 //! The HTTP routes: each hazardous handler under its plain path, its guarded version under
-//! `/v2/...`, and the stand-in payment provider under `/psp`.
+//! `/v2/...`, the versions written with staleguard's macros under `/v3/...`, and the stand-in
+//! payment provider under `/psp`.
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -20,6 +21,10 @@ pub fn router(state: AppState) -> Router {
             "/v2/orders/{id}/payment-callback",
             post(orders::payment_callback_guarded),
         )
+        .route(
+            "/v3/orders/{id}/payment-callback",
+            post(orders::payment_callback_fenced),
+        )
         .route("/orders/{id}/checkout", post(checkout::checkout))
         .route("/v2/orders/{id}/checkout", post(checkout::checkout_guarded))
         .route("/vouchers", post(vouchers::issue_voucher))
@@ -28,7 +33,12 @@ pub fn router(state: AppState) -> Router {
             "/v2/vouchers/{token}/redeem",
             post(vouchers::redeem_voucher_guarded),
         )
+        .route(
+            "/v3/vouchers/{token}/redeem",
+            post(vouchers::redeem_voucher_idempotent),
+        )
         .route("/seats/{id}/hold", post(seats::hold_seat))
+        .route("/v3/seats/{id}/hold", post(seats::hold_seat_fenced))
         .route("/v2/seats/{id}/hold", post(seats::hold_seat_guarded))
         .route("/seats/{id}/release", post(seats::release_seat))
         .route("/psp/charges", post(psp_stub::approve))

@@ -8,6 +8,12 @@
 //! `hold_seat_guarded` records a reservation and the timer carries its id; the action
 //! (`release_reservation`) compares it under the lock and in the UPDATE's WHERE clause, so a
 //! stale timer exits without writing.
+//! `hold_seat_fenced` schedules the same timer, and its action (`release_reservation_fenced`) is
+//! written with `#[staleguard::fenced]`: a lease on the seat, the transaction with its fence
+//! check, the re-read of the seat's reservation and the comparison with the timer's id are in
+//! the attribute; the body runs only for the reservation the timer belongs to.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -15,6 +21,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::error::ShopError;
 use crate::state::AppState;
 
 fn internal(err: sqlx::Error) -> StatusCode {
@@ -179,4 +186,83 @@ pub async fn release_seat(
     } else {
         StatusCode::CONFLICT
     })
+}
+
+/// How long a release may hold the seat's lease.
+const SEAT_LEASE: Duration = Duration::from_secs(30);
+
+/// `POST /v3/seats/{id}/hold` — the guarded hold whose timer runs the `#[fenced]` release.
+pub async fn hold_seat_fenced(
+    State(app): State<AppState>,
+    Path(seat_id): Path<i64>,
+    Json(req): Json<HoldRequest>,
+) -> Result<(StatusCode, Json<Value>), StatusCode> {
+    let mut tx = app.db.begin().await.map_err(internal)?;
+    let reservation_id: i64 =
+        sqlx::query_scalar("INSERT INTO reservations (seat_id, holder) VALUES (?, ?) RETURNING id")
+            .bind(seat_id)
+            .bind(&req.holder)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(internal)?;
+    let held = sqlx::query(
+        "UPDATE seats SET status = 'held', holder = ?, reservation_id = ? \
+         WHERE id = ? AND status = 'free'",
+    )
+    .bind(&req.holder)
+    .bind(reservation_id)
+    .bind(seat_id)
+    .execute(&mut *tx)
+    .await
+    .map_err(internal)?;
+    if held.rows_affected() != 1 {
+        tx.rollback().await.map_err(internal)?;
+        return Ok((StatusCode::CONFLICT, Json(json!({ "error": "seat taken" }))));
+    }
+    tx.commit().await.map_err(internal)?;
+    let ttl = app.hold_ttl;
+    let timer_app = app.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ttl).await;
+        if let Err(err) = release_reservation_fenced(&timer_app, seat_id, reservation_id).await {
+            eprintln!("seat {seat_id}: release of reservation {reservation_id} failed: {err:?}");
+        }
+    });
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "seat_id": seat_id, "reservation_id": reservation_id })),
+    ))
+}
+
+/// The timer's action written with `#[staleguard::fenced]`: lease on the seat → transaction →
+/// fence check → re-read the seat's reservation → verify it is the timer's → free the seat.
+/// Returns `false` (writing nothing) when the seat now belongs to another reservation or is
+/// already free: an old timer cannot release the next customer's hold.
+#[staleguard::fenced(
+    lease = app.leases,
+    resource = format!("seat:{seat_id}"),
+    ttl = SEAT_LEASE,
+    begin = app.db.begin(),
+    tx = tx,
+    state = current,
+    reread = sqlx::query_scalar::<_, Option<i64>>("SELECT reservation_id FROM seats WHERE id = ?")
+        .bind(seat_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .flatten(),
+    verify = current == Some(reservation_id),
+    stale = Ok(false),
+)]
+pub async fn release_reservation_fenced(
+    app: &AppState,
+    seat_id: i64,
+    reservation_id: i64,
+) -> Result<bool, ShopError> {
+    sqlx::query(
+        "UPDATE seats SET status = 'free', holder = NULL, reservation_id = NULL WHERE id = ?",
+    )
+    .bind(seat_id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(true)
 }

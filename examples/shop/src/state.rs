@@ -1,5 +1,5 @@
 //! Shared application state: the SQLite pool, the payment gateway client, the per-seat lock map,
-//! and the schema.
+//! the staleguard lease store and idempotency engine (for the macro forms), and the schema.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqlitePoolOptions;
+use staleguard::idempotency::{Idempotency, SqliteStore};
+use staleguard::lease::SqliteLeaseStore;
 use tokio::sync::Mutex;
 
 use crate::gateway::PaymentGateway;
@@ -58,22 +60,42 @@ pub struct AppState {
     pub seat_locks: KeyedLocks,
     /// How long a seat hold lasts before its release timer fires.
     pub hold_ttl: Duration,
+    /// Leases and fencing tokens for `#[staleguard::fenced]` handlers (same database as the
+    /// data, so the fence check runs in the handler's transaction).
+    pub leases: SqliteLeaseStore,
+    /// Idempotency records for `#[staleguard::idempotent]` handlers.
+    pub idempotency: Idempotency<SqliteStore>,
 }
 
 impl AppState {
     /// Opens the database, creates the schema and builds the state.
     pub async fn connect(db_url: &str, psp_url: &str) -> Result<Self, sqlx::Error> {
-        // An in-memory SQLite database exists per connection: keep one connection.
+        // An in-memory SQLite database exists per connection: keep one connection, and keep it
+        // open (an idle pool would otherwise close it and lose the database).
         let db = SqlitePoolOptions::new()
             .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect(db_url)
             .await?;
         sqlx::raw_sql(SCHEMA).execute(&db).await?;
+        let leases = SqliteLeaseStore::new(db.clone());
+        leases.migrate().await.map_err(store_error)?;
+        let records = SqliteStore::new(db.clone(), "idempotency_records").map_err(store_error)?;
+        records.migrate().await.map_err(store_error)?;
         Ok(AppState {
             db,
             gateway: PaymentGateway::new(psp_url),
             seat_locks: KeyedLocks::default(),
             hold_ttl: Duration::from_secs(600),
+            leases,
+            idempotency: Idempotency::new(records),
         })
     }
+}
+
+/// The runtime's store errors wrap the driver's; `connect` reports them as the driver does.
+fn store_error(err: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
+    sqlx::Error::Configuration(Box::new(err))
 }

@@ -9,12 +9,18 @@
 //! processing). A duplicate in flight gets 409, a replay gets the stored result, a definite
 //! decline releases the claim so the customer may retry, and a timeout is kept as "unknown" for
 //! reconciliation. (Taking over an expired lease is left to the reconciler in this example.)
+//! `redeem_voucher_idempotent` gets that state machine from `#[staleguard::idempotent]` (claim
+//! with a lease and a fence, replay, in progress, takeover, UNKNOWN on a timeout): the body only
+//! reads the voucher, credits it with the record id as the provider's idempotency key, and
+//! deletes the token *after* the credit.
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use serde::Deserialize;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use staleguard::idempotency::{Classify, FailureKind, IdempotencyError};
 
 use crate::gateway::GatewayError;
 use crate::state::AppState;
@@ -144,4 +150,141 @@ pub async fn redeem_voucher_guarded(
             Ok((StatusCode::ACCEPTED, "outcome being reconciled"))
         }
     }
+}
+
+/// What a redemption answers; stored with the idempotency record and replayed to duplicates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redeemed {
+    pub amount_cents: i64,
+    /// The provider's credit id.
+    pub credit_id: String,
+}
+
+/// Why `redeem_voucher_idempotent` did not redeem. Serializable: a permanent failure is stored
+/// and replayed like a success.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RedeemError {
+    /// No such voucher (never issued, or redeemed and past the record's retention).
+    UnknownVoucher,
+    /// The provider refused the credit: nothing happened.
+    Declined(u16),
+    /// The provider did not answer: the credit may have happened. The record stays UNKNOWN
+    /// until reconciled; duplicates get "in progress".
+    CreditUnknown,
+    /// The database failed. Before the credit nothing happened; after it, a retry repeats the
+    /// credit with the same record id, which the provider deduplicates, then deletes the token.
+    Database(String),
+    /// The request's idempotency outcome: in progress (409), key reused with another payload
+    /// (422), missing or invalid key (400), store failure (503).
+    Idempotency {
+        status: u16,
+        retry_after: Option<u64>,
+        message: String,
+    },
+}
+
+impl RedeemError {
+    fn db(err: sqlx::Error) -> Self {
+        RedeemError::Database(err.to_string())
+    }
+}
+
+impl From<GatewayError> for RedeemError {
+    fn from(err: GatewayError) -> Self {
+        match err {
+            GatewayError::Declined(status) => RedeemError::Declined(status),
+            GatewayError::Unknown(_) => RedeemError::CreditUnknown,
+        }
+    }
+}
+
+impl From<IdempotencyError> for RedeemError {
+    fn from(err: IdempotencyError) -> Self {
+        RedeemError::Idempotency {
+            status: err.status(),
+            retry_after: err.retry_after_secs(),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl Classify for RedeemError {
+    fn classify(&self) -> FailureKind {
+        match self {
+            RedeemError::CreditUnknown => FailureKind::Unknown,
+            // Nothing a retry could duplicate: the record is released and the customer may retry.
+            RedeemError::UnknownVoucher
+            | RedeemError::Declined(_)
+            | RedeemError::Database(_)
+            | RedeemError::Idempotency { .. } => FailureKind::Retryable,
+        }
+    }
+}
+
+impl IntoResponse for RedeemError {
+    fn into_response(self) -> Response {
+        match self {
+            RedeemError::UnknownVoucher => {
+                (StatusCode::NOT_FOUND, "unknown voucher").into_response()
+            }
+            RedeemError::Declined(_) => {
+                (StatusCode::BAD_GATEWAY, "declined, retry later").into_response()
+            }
+            RedeemError::CreditUnknown => {
+                (StatusCode::ACCEPTED, "outcome being reconciled").into_response()
+            }
+            RedeemError::Database(err) => {
+                eprintln!("database error: {err}");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+            RedeemError::Idempotency {
+                status,
+                retry_after,
+                message,
+            } => {
+                let status =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let mut response = (status, message).into_response();
+                if let Some(secs) = retry_after {
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                }
+                response
+            }
+        }
+    }
+}
+
+/// `POST /v3/vouchers/{token}/redeem` — guarded by `#[staleguard::idempotent]`, keyed by the
+/// voucher token: the first request claims the record and runs the body; a duplicate in flight
+/// gets 409 with `Retry-After`; a later duplicate gets the stored response; a credit that timed
+/// out leaves the record UNKNOWN (never "failed", never run again before it is reconciled).
+/// The body deletes the voucher token only after the credit succeeded.
+#[staleguard::idempotent(store = app.idempotency, key = token, claim = claim)]
+pub async fn redeem_voucher_idempotent(
+    State(app): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Json<Redeemed>, RedeemError> {
+    let amount: Option<i64> =
+        sqlx::query_scalar("SELECT amount_cents FROM voucher_tokens WHERE token = ?")
+            .bind(&token)
+            .fetch_optional(&app.db)
+            .await
+            .map_err(RedeemError::db)?;
+    let Some(amount_cents) = amount else {
+        return Err(RedeemError::UnknownVoucher);
+    };
+    // The record id is the same for every owner of this key (a takeover after a crash too):
+    // as the provider's idempotency key it makes a repeated credit a no-op.
+    let credit_id = app.gateway.credit(claim.record_id(), amount_cents).await?;
+    sqlx::query("DELETE FROM voucher_tokens WHERE token = ?")
+        .bind(&token)
+        .execute(&app.db)
+        .await
+        .map_err(RedeemError::db)?;
+    Ok(Json(Redeemed {
+        amount_cents,
+        credit_id,
+    }))
 }
