@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let Ok(ft) = e.file_type() else { continue };
         let p = e.path();
@@ -27,13 +29,18 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Runs `work(path)` for every file on `threads` workers with the documented stack.
-fn parallel<T: Send + 'static>(files: &Arc<Vec<PathBuf>>, threads: usize, work: fn(&Analyzer, &Path) -> Option<T>) -> Vec<T> {
+fn parallel<T: Send + 'static>(
+    files: &Arc<Vec<PathBuf>>,
+    threads: usize,
+    work: fn(&Analyzer, &Path) -> Option<T>,
+) -> Vec<T> {
     let next = Arc::new(AtomicUsize::new(0));
     let out = Arc::new(Mutex::new(Vec::with_capacity(files.len())));
     let analyzer = Arc::new(Analyzer::new(Knowledge::default()));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (files, next, out, analyzer) = (files.clone(), next.clone(), out.clone(), analyzer.clone());
+            let (files, next, out, analyzer) =
+                (files.clone(), next.clone(), out.clone(), analyzer.clone());
             std::thread::Builder::new()
                 .stack_size(STACK_SIZE)
                 .spawn(move || {
@@ -53,7 +60,11 @@ fn parallel<T: Send + 'static>(files: &Arc<Vec<PathBuf>>, threads: usize, work: 
     for h in handles {
         h.join().expect("worker");
     }
-    Arc::try_unwrap(out).ok().expect("sole owner").into_inner().expect("lock")
+    Arc::try_unwrap(out)
+        .ok()
+        .expect("sole owner")
+        .into_inner()
+        .expect("lock")
 }
 
 fn floor_one(_: &Analyzer, p: &Path) -> Option<()> {
@@ -115,8 +126,14 @@ fn main() {
         println!("set STALEGUARD_BENCH_DIRS to colon-separated source directories");
         return;
     }
-    println!("{nfiles} files, {nlines} lines, {:.1} MB", nbytes as f64 / 1e6);
-    let rounds: usize = std::env::var("STALEGUARD_BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    println!(
+        "{nfiles} files, {nlines} lines, {:.1} MB",
+        nbytes as f64 / 1e6
+    );
+    let rounds: usize = std::env::var("STALEGUARD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     // Warm the page cache.
     floor(&sets, 2);
     for threads in [1, 2] {

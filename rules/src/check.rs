@@ -46,7 +46,7 @@ pub fn run(
         let fx = effects.get_mut(id).expect("effects exist");
         for i in 0..fx.callees.len() {
             let mut add: Vec<Eff> = Vec::new();
-            for c in &fx.callees[i] {
+            for c in &fx.callees[i].to_vec() {
                 if let Some(s) = summaries.get(c) {
                     for (kind, token, _delete, _ev, _via, e) in &s.effects {
                         if add.iter().any(|a| a.kind == *kind && a.token == *token) {
@@ -62,7 +62,7 @@ pub fn run(
                     }
                 }
             }
-            fx.effs[i].extend(add);
+            fx.effs.extend(i, add);
         }
     }
     let krate = CrateCx {
@@ -203,5 +203,5 @@ fn worth_checking(fx: &BodyEffects) -> bool {
             _ => {}
         }
     }
-    (has[0] && has[1]) || (has[2] && has[1]) || has[3] || has[5]
+    ((has[0] || has[2]) && has[1]) || has[3] || has[5]
 }

@@ -58,7 +58,10 @@ impl Facts {
             }
             f.uses.push(uses);
             for (bi, b) in file.bodies.iter().enumerate() {
-                let id = BodyId { file: fi as u32, body: bi as u32 };
+                let id = BodyId {
+                    file: fi as u32,
+                    body: bi as u32,
+                };
                 if let Some(t) = &b.self_ty {
                     f.by_type.entry(t.clone()).or_default().push(id);
                 }
@@ -77,9 +80,15 @@ impl Facts {
                     (None, _) => f.free_fns.entry(b.ident.clone()).or_default().push(id),
                     (Some(t), tr) => {
                         f.methods_named.entry(b.ident.clone()).or_default().push(id);
-                        f.methods_of.entry((t.clone(), b.ident.clone())).or_default().push(id);
+                        f.methods_of
+                            .entry((t.clone(), b.ident.clone()))
+                            .or_default()
+                            .push(id);
                         if let Some(tr) = tr.as_ref().filter(|tr| *tr != t) {
-                            f.methods_of.entry((tr.clone(), b.ident.clone())).or_default().push(id);
+                            f.methods_of
+                                .entry((tr.clone(), b.ident.clone()))
+                                .or_default()
+                                .push(id);
                         }
                     }
                 }
@@ -112,6 +121,9 @@ impl Facts {
     /// Bodies that a method named `method` on type `ty` may run: inherent and trait impls on
     /// `ty`, or every implementation when `ty` is a trait of the crate.
     pub fn methods(&self, ty: &str, method: &str) -> Vec<BodyId> {
-        self.methods_of.get(&(ty.to_string(), method.to_string())).cloned().unwrap_or_default()
+        self.methods_of
+            .get(&(ty.to_string(), method.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 }

@@ -83,20 +83,20 @@ pub enum Ev {
     Bind(Box<Bind>),
     /// `target = value` (also `+=` and friends); `target` is a dotted path (`g.balance`, `*g` is `g`).
     Assign {
-        target: String,
-        deps: Vec<String>,
-        calls: Vec<u32>,
+        target: Box<str>,
+        deps: Box<[String]>,
+        calls: Box<[u32]>,
     },
     /// A test: `if`, `match` scrutinee, match guard, `let else`, `assert!`/`ensure!`, `?` on a check.
     Cond {
-        deps: Vec<String>,
-        calls: Vec<u32>,
+        deps: Box<[String]>,
+        calls: Box<[u32]>,
     },
     /// `return`, `break`, `continue`.
     Exit,
     /// A local goes out of scope or is passed to `drop`.
     Drop {
-        name: String,
+        name: Box<str>,
     },
     Enter(Region),
     Leave,
@@ -111,9 +111,9 @@ pub struct Bind {
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
     pub strs: Vec<String>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
-    pub sql: Option<SqlInfo>,
+    pub sql: Option<Box<SqlInfo>>,
     /// A struct literal in the init.
-    pub lit: Option<StructLit>,
+    pub lit: Option<Box<StructLit>>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
     pub closure: Option<u32>,
 }
@@ -154,11 +154,23 @@ pub struct Step {
     pub sp: Sp,
 }
 
-/// What the classifier needs to know about one argument.
+/// What the classifier needs to know about one argument. Rare facts live in `extra`, so the
+/// common argument (a place or a literal) stays small.
 #[derive(Debug, Clone, Default)]
 pub struct Arg {
     /// Dotted places read (`order.id`, `self.db`, `tx`).
     pub paths: Vec<String>,
+    /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
+    pub ev: Option<u32>,
+    pub closure: bool,
+    /// `&mut *x`, `&mut x`, `x.as_mut()`.
+    pub mut_borrow: bool,
+    pub extra: Option<Box<ArgExtra>>,
+}
+
+/// The rarer facts about an argument.
+#[derive(Debug, Clone, Default)]
+pub struct ArgExtra {
     /// Short string literals (also the literal of a `format!`).
     pub strs: Vec<String>,
     pub sql: Option<SqlInfo>,
@@ -166,12 +178,48 @@ pub struct Arg {
     pub eq_cols: Vec<String>,
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<String>,
-    pub closure: bool,
     pub lit: Option<StructLit>,
-    /// `&mut *x`, `&mut x`, `x.as_mut()`.
-    pub mut_borrow: bool,
-    /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
-    pub ev: Option<u32>,
+}
+
+impl ArgExtra {
+    pub fn is_empty(&self) -> bool {
+        self.strs.is_empty()
+            && self.sql.is_none()
+            && self.eq_cols.is_empty()
+            && self.calls.is_empty()
+            && self.lit.is_none()
+    }
+}
+
+impl Arg {
+    pub fn strs(&self) -> &[String] {
+        self.extra
+            .as_ref()
+            .map(|x| x.strs.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn sql(&self) -> Option<&SqlInfo> {
+        self.extra.as_ref().and_then(|x| x.sql.as_ref())
+    }
+
+    pub fn eq_cols(&self) -> &[String] {
+        self.extra
+            .as_ref()
+            .map(|x| x.eq_cols.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn calls(&self) -> &[String] {
+        self.extra
+            .as_ref()
+            .map(|x| x.calls.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn lit(&self) -> Option<&StructLit> {
+        self.extra.as_ref().and_then(|x| x.lit.as_ref())
+    }
 }
 
 /// `Type { field, other: .. }` with the field names (shorthand and explicit).
@@ -212,7 +260,7 @@ impl Call {
         self.steps
             .iter()
             .flat_map(|s| &s.args)
-            .find_map(|a| a.sql.as_ref())
+            .find_map(|a| a.sql())
     }
 
     pub fn all_args(&self) -> impl Iterator<Item = &Arg> {

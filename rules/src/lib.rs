@@ -88,9 +88,11 @@ impl Analyzer {
         let lines = parse::LineIndex::new(text);
         let result = match syn::parse_file(text) {
             Ok(file) => {
-                let ir = lower::lower_file(&file, &lines);
+                let ir = lower::lower_file(&file, &lines, &self.knowledge);
                 drop(file);
-                Ok(ir)
+                // Re-allocate the trace now that the tree is gone, so what is kept lives in
+                // fresh memory instead of pinning pages of the freed syntax tree.
+                Ok(ir.clone())
             }
             Err(err) => {
                 let start = err.span().start();

@@ -37,9 +37,9 @@ pub fn binders(body: &Body) -> Vec<Vec<String>> {
 }
 
 fn is_detaching(fx: &BodyEffects, call: u32) -> bool {
-    fx.effs
-        .get(call as usize)
-        .is_some_and(|e| e.iter().any(|e| matches!(e.kind, K::Spawn | K::Schedule)))
+    fx.effs[call as usize]
+        .iter()
+        .any(|e| matches!(e.kind, K::Spawn | K::Schedule))
 }
 
 /// Which events run detached from the body's flow.

@@ -149,13 +149,13 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         for s in &call.steps {
             if matches!(s.name.as_str(), "filter" | "or_filter") {
                 for a in &s.args {
-                    where_cols.extend(a.eq_cols.iter().cloned());
+                    where_cols.extend(a.eq_cols().iter().cloned());
                 }
             }
         }
         for a in &call.steps[0].args {
-            where_cols.extend(a.eq_cols.iter().cloned());
-            if a.calls.is_empty() && !a.paths.is_empty() {
+            where_cols.extend(a.eq_cols().iter().cloned());
+            if a.calls().is_empty() && !a.paths.is_empty() {
                 // `update(orders.find(id))`: the key.
             }
         }
@@ -231,7 +231,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 for s in &call.steps {
                     if s.name == "filter" {
                         for a in &s.args {
-                            where_cols.extend(a.eq_cols.iter().cloned());
+                            where_cols.extend(a.eq_cols().iter().cloned());
                         }
                     }
                 }

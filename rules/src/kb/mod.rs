@@ -97,14 +97,84 @@ impl Eff {
     }
 }
 
+/// A per-event table where most events have nothing: 4 bytes per event plus the entries.
+#[derive(Debug, Clone)]
+pub struct Sparse<T> {
+    idx: Vec<u32>,
+    slots: Vec<Vec<T>>,
+}
+
+impl<T> Sparse<T> {
+    pub fn new(n: usize) -> Self {
+        Sparse {
+            idx: vec![0; n],
+            slots: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.idx.is_empty()
+    }
+
+    fn slot(&mut self, i: usize) -> &mut Vec<T> {
+        if self.idx[i] == 0 {
+            self.slots.push(Vec::new());
+            self.idx[i] = self.slots.len() as u32;
+        }
+        let k = self.idx[i] as usize - 1;
+        &mut self.slots[k]
+    }
+
+    pub fn set(&mut self, i: usize, v: Vec<T>) {
+        if !v.is_empty() || self.idx[i] != 0 {
+            *self.slot(i) = v;
+        }
+    }
+
+    pub fn push(&mut self, i: usize, v: T) {
+        self.slot(i).push(v);
+    }
+
+    pub fn extend(&mut self, i: usize, v: impl IntoIterator<Item = T>) {
+        let mut it = v.into_iter().peekable();
+        if it.peek().is_some() {
+            self.slot(i).extend(it);
+        }
+    }
+
+    /// Entries per event, in event order.
+    pub fn iter(&self) -> impl Iterator<Item = &[T]> {
+        self.idx.iter().map(|&k| {
+            if k == 0 {
+                &[][..]
+            } else {
+                self.slots[k as usize - 1].as_slice()
+            }
+        })
+    }
+}
+
+impl<T> std::ops::Index<usize> for Sparse<T> {
+    type Output = [T];
+
+    fn index(&self, i: usize) -> &[T] {
+        match self.idx.get(i) {
+            Some(&k) if k != 0 => &self.slots[k as usize - 1],
+            _ => &[],
+        }
+    }
+}
+
 /// The classified effects of one body: per event, its direct effects, and the crate bodies a
 /// call may run.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct BodyEffects {
-    pub effs: Vec<Vec<Eff>>,
-    pub callees: Vec<Vec<BodyId>>,
-    /// Locals known to hold a transaction, a guard, a state read's result.
-    pub classes: HashMap<String, Class>,
+    pub effs: Sparse<Eff>,
+    pub callees: Sparse<BodyId>,
 }
 
 /// Per-body classification context.
@@ -122,12 +192,7 @@ pub(crate) struct Cx<'a> {
 }
 
 /// Classifies every call event of a body.
-pub fn classify_body(
-    facts: &Facts,
-    knowledge: &Knowledge,
-    file: u32,
-    body: &Body,
-) -> BodyEffects {
+pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Body) -> BodyEffects {
     let mut cx = Cx {
         facts,
         knowledge,
@@ -145,16 +210,15 @@ pub fn classify_body(
     }
     let n = body.events.len();
     let mut out = BodyEffects {
-        effs: vec![Vec::new(); n],
-        callees: vec![Vec::new(); n],
-        classes: HashMap::new(),
+        effs: Sparse::new(n),
+        callees: Sparse::new(n),
     };
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
             Ev::Call(call) => {
                 let (effs, callees) = cx.classify(call);
-                out.effs[i] = effs;
-                out.callees[i] = callees;
+                out.effs.set(i, effs);
+                out.callees.set(i, callees);
             }
             Ev::Bind(b) => {
                 let class = if let Some(ty) = &b.ty {
@@ -194,7 +258,7 @@ pub fn classify_body(
                         }
                     }
                     if let Some(sql) = &b.sql {
-                        cx.sql_locals.insert(name.clone(), sql.clone());
+                        cx.sql_locals.insert(name.clone(), (**sql).clone());
                     }
                     if !b.strs.is_empty() {
                         cx.str_locals.insert(name.clone(), b.strs.clone());
@@ -204,7 +268,7 @@ pub fn classify_body(
                         cx.str_locals.insert(name.clone(), s);
                     }
                     if let Some(l) = &b.lit {
-                        cx.lit_locals.insert(name.clone(), l.clone());
+                        cx.lit_locals.insert(name.clone(), (**l).clone());
                     }
                 }
             }
@@ -215,13 +279,12 @@ pub fn classify_body(
                     let mut e = Eff::new(K::Write, format!("writes through the guard `{target}`"))
                         .with_table(cx.guard_places.get(root).cloned());
                     e.mem = true;
-                    out.effs[i].push(e);
+                    out.effs.push(i, e);
                 }
             }
             _ => {}
         }
     }
-    out.classes = cx.env;
     out
 }
 
@@ -260,7 +323,7 @@ impl Cx<'_> {
 
     /// String literals reaching an argument (directly, through a local, or a const).
     pub fn arg_strs(&self, arg: &crate::ir::Arg) -> Vec<String> {
-        let mut out = arg.strs.clone();
+        let mut out = arg.strs().to_vec();
         for p in &arg.paths {
             if let Some(s) = self.str_locals.get(p) {
                 out.extend(s.iter().cloned());
@@ -496,7 +559,7 @@ impl Cx<'_> {
     /// Fills a schedule effect's payload from its arguments.
     pub fn fill_payload(&self, call: &Call, e: &mut Eff) {
         for a in call.all_args() {
-            if let Some(l) = &a.lit {
+            if let Some(l) = a.lit() {
                 e.payload.extend(l.fields.iter().cloned());
                 e.payload_ty = Some(l.ty.clone());
             }
@@ -604,7 +667,6 @@ impl Cx<'_> {
             Vec::new()
         }
     }
-
 }
 
 fn q_is_module(func: &[String]) -> bool {

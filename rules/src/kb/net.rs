@@ -81,7 +81,7 @@ pub(super) fn classify(_cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) 
         && (*recv == Class::Broker
             || call
                 .all_args()
-                .any(|a| a.calls.iter().any(|c| c.contains("FutureRecord"))))
+                .any(|a| a.calls().iter().any(|c| c.contains("FutureRecord"))))
     {
         return Some(Eff::new(K::Remote, "publishes a message to Kafka"));
     }
@@ -92,7 +92,7 @@ pub(super) fn classify(_cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) 
     if call.steps.iter().any(|s| {
         s.awaited
             && s.args.iter().any(|a| {
-                a.calls
+                a.calls()
                     .iter()
                     .any(|c| c == "Request::new" || c == "tonic::Request::new")
             })

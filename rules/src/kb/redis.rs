@@ -6,7 +6,6 @@ use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
-
     // Lua scripts are atomic.
     if resolved.contains("Script")
         && call
@@ -29,12 +28,12 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         let mut atomic = call.func_last() == "pipe" && call.has_step("atomic");
         for (i, s) in call.steps.iter().enumerate() {
             if s.name == "cmd" {
-                if let Some(c) = s.args.first().and_then(|a| a.strs.first()) {
+                if let Some(c) = s.args.first().and_then(|a| a.strs().first()) {
                     cmds.push((c.to_ascii_uppercase(), i));
                 }
             } else if s.name == "arg" {
                 for a in &s.args {
-                    flags.extend(a.strs.iter().map(|x| x.to_ascii_uppercase()));
+                    flags.extend(a.strs().iter().map(|x| x.to_ascii_uppercase()));
                 }
             } else if s.name == "atomic" {
                 atomic = true;
@@ -93,7 +92,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
         e.token = token;
         e.table = key;
-        if eff == K::Claim && names.iter().any(|c| c.contains("LOCK")) {
+        if eff == K::Claim
+            && e.table
+                .as_deref()
+                .is_some_and(|k| k.to_ascii_lowercase().contains("lock"))
+        {
             e.what = "acquires a redis lock".into();
         }
         return Some(e);
@@ -154,7 +157,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 fn has_nx(step: &crate::ir::Step) -> bool {
     step.args.iter().any(|a| {
         a.paths.iter().any(|p| p.contains("NX") || p.contains("nx"))
-            || a.calls.iter().any(|c| c.contains("NX"))
+            || a.calls().iter().any(|c| c.contains("NX"))
     })
 }
 

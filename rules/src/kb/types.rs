@@ -75,11 +75,13 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
     let name = last(bare).to_string();
-    let rest_lower: Vec<String> = ty[i + 1..]
-        .iter()
-        .map(|s| facts.resolve(file, s).to_ascii_lowercase())
-        .collect();
-    let rest_has = |w: &str| rest_lower.iter().any(|s| s.contains(w));
+    // Generic arguments matter only for a few shapes; resolve them lazily.
+    let rest_has = |w: &str| {
+        ty[i + 1..].iter().any(|s| {
+            s.to_ascii_lowercase().contains(w)
+                || facts.resolve(file, s).to_ascii_lowercase().contains(w)
+        })
+    };
 
     if lower.contains("delayqueue") || rest_has("delayqueue") {
         return Class::DelayQueue;

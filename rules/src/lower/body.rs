@@ -3,7 +3,7 @@
 use super::macros;
 use super::pat_names;
 use super::types::type_ref;
-use crate::ir::{Arg, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, TypeRef};
+use crate::ir::{Arg, ArgExtra, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, TypeRef};
 use crate::parse::{LineIndex, MAX_DEPTH};
 use crate::sql;
 use proc_macro2::Span;
@@ -58,7 +58,7 @@ impl Lw<'_, '_> {
             .lines
             .sp(b.brace_token.span.close(), b.brace_token.span.close());
         for name in names.into_iter().rev() {
-            self.push(sp, Ev::Drop { name });
+            self.push(sp, Ev::Drop { name: name.into() });
         }
     }
 
@@ -73,6 +73,7 @@ impl Lw<'_, '_> {
                 };
                 let start = self.ev.len();
                 let sp = self.lines.sp(l.let_token.span, l.semi_token.span);
+                let mut holds = false;
                 if let Some(init) = &l.init {
                     self.expr(&init.expr);
                     let calls = self.calls_since(start);
@@ -96,27 +97,39 @@ impl Lw<'_, '_> {
                         self.push(
                             sp,
                             Ev::Cond {
-                                deps: deps.clone(),
-                                calls: calls.clone(),
+                                deps: (deps.clone()).into(),
+                                calls: (calls.clone()).into(),
                             },
                         );
                         self.push(sp, Ev::Enter(Region::Branch { diverges: true }));
                         self.expr(diverge);
                         self.push(sp, Ev::Leave);
                     }
-                    self.push(
-                        sp,
-                        Ev::Bind(Box::new(Bind {
-                            names: names.clone(),
-                            ty,
-                            deps,
-                            calls,
-                            strs,
-                            sql,
-                            lit,
-                            closure,
-                        })),
-                    );
+                    // Only a local made by a call can hold a guard or a transaction: only those
+                    // get a `Drop` at scope end. A bare literal binding carries nothing.
+                    holds = !calls.is_empty();
+                    let empty = deps.is_empty()
+                        && calls.is_empty()
+                        && strs.is_empty()
+                        && sql.is_none()
+                        && lit.is_none()
+                        && ty.is_none()
+                        && closure.is_none();
+                    if !empty {
+                        self.push(
+                            sp,
+                            Ev::Bind(Box::new(Bind {
+                                names: names.clone(),
+                                ty,
+                                deps,
+                                calls,
+                                strs,
+                                sql: sql.map(Box::new),
+                                lit: lit.map(Box::new),
+                                closure,
+                            })),
+                        );
+                    }
                 } else {
                     self.push(
                         sp,
@@ -132,7 +145,7 @@ impl Lw<'_, '_> {
                         })),
                     );
                 }
-                if let Some(scope) = self.scopes.last_mut() {
+                if holds && let Some(scope) = self.scopes.last_mut() {
                     scope.extend(names);
                 }
             }
@@ -182,8 +195,8 @@ impl Lw<'_, '_> {
                 self.push(
                     sp,
                     Ev::Cond {
-                        deps: deps.clone(),
-                        calls: calls.clone(),
+                        deps: (deps.clone()).into(),
+                        calls: (calls.clone()).into(),
                     },
                 );
                 let div = block_diverges(&i.then_branch);
@@ -222,8 +235,8 @@ impl Lw<'_, '_> {
                 self.push(
                     sp,
                     Ev::Cond {
-                        deps: deps.clone(),
-                        calls: calls.clone(),
+                        deps: (deps.clone()).into(),
+                        calls: (calls.clone()).into(),
                     },
                 );
                 for arm in &m.arms {
@@ -263,8 +276,8 @@ impl Lw<'_, '_> {
                         self.push(
                             gsp,
                             Ev::Cond {
-                                deps: gdeps,
-                                calls: gcalls,
+                                deps: (gdeps).into(),
+                                calls: (gcalls).into(),
                             },
                         );
                     }
@@ -294,8 +307,8 @@ impl Lw<'_, '_> {
                 self.push(
                     sp,
                     Ev::Cond {
-                        deps: deps.clone(),
-                        calls: calls.clone(),
+                        deps: (deps.clone()).into(),
+                        calls: (calls.clone()).into(),
                     },
                 );
                 if !let_pats.is_empty() {
@@ -365,9 +378,9 @@ impl Lw<'_, '_> {
                     self.push(
                         sp,
                         Ev::Assign {
-                            target,
-                            deps,
-                            calls,
+                            target: target.into(),
+                            deps: deps.into(),
+                            calls: calls.into(),
                         },
                     );
                 }
@@ -385,9 +398,9 @@ impl Lw<'_, '_> {
                         self.push(
                             sp,
                             Ev::Assign {
-                                target,
-                                deps,
-                                calls,
+                                target: target.into(),
+                                deps: deps.into(),
+                                calls: calls.into(),
                             },
                         );
                     }
@@ -411,7 +424,13 @@ impl Lw<'_, '_> {
                         paths(&b.left, &mut deps, 0);
                         paths(&b.right, &mut deps, 0);
                         let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
-                        self.push(sp, Ev::Cond { deps, calls });
+                        self.push(
+                            sp,
+                            Ev::Cond {
+                                deps: deps.into(),
+                                calls: calls.into(),
+                            },
+                        );
                     }
                 }
             }
@@ -670,7 +689,7 @@ impl Lw<'_, '_> {
             self.push(sp, Ev::Leave);
         }
         if let Some(name) = drop_name {
-            self.push(sp, Ev::Drop { name });
+            self.push(sp, Ev::Drop { name: name.into() });
         }
         Some(idx)
     }
@@ -751,7 +770,13 @@ impl Lw<'_, '_> {
                     paths(a, &mut deps, 0);
                 }
                 let calls = self.calls_since(start);
-                self.push(sp, Ev::Cond { deps, calls });
+                self.push(
+                    sp,
+                    Ev::Cond {
+                        deps: deps.into(),
+                        calls: calls.into(),
+                    },
+                );
             }
             "bail" | "panic" | "unreachable" | "todo" | "unimplemented" => {
                 self.push(sp, Ev::Exit);
@@ -1017,21 +1042,25 @@ fn struct_lit(e: &Expr) -> Option<StructLit> {
 fn arg_info(e: &Expr) -> Arg {
     let mut a = Arg::default();
     paths(e, &mut a.paths, 0);
+    let mut x = ArgExtra::default();
     let mut strs = Vec::new();
     strings(e, &mut strs, 0);
     for s in strs {
-        if a.sql.is_none()
+        if x.sql.is_none()
             && let Some(info) = sql::classify(&s)
         {
-            a.sql = Some(info);
+            x.sql = Some(info);
             continue;
         }
         if s.len() <= MAX_STR {
-            a.strs.push(s);
+            x.strs.push(s);
         }
     }
-    arg_scan(e, &mut a, 0);
-    a.lit = struct_lit(e);
+    arg_scan(e, &mut x, 0);
+    x.lit = struct_lit(e);
+    if !x.is_empty() {
+        a.extra = Some(Box::new(x));
+    }
     a.mut_borrow = matches!(e, Expr::Reference(r) if r.mutability.is_some())
         || matches!(e, Expr::MethodCall(m) if m.method == "as_mut");
     a.closure = is_deferred(e);
@@ -1058,7 +1087,7 @@ fn is_deferred(e: &Expr) -> bool {
 }
 
 /// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
-fn arg_scan(e: &Expr, a: &mut Arg, depth: u32) {
+fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
     if depth > 24 {
         return;
     }
@@ -1254,21 +1283,100 @@ fn holds_sql_text(e: &Expr) -> bool {
 /// SQL and no closure (a closure argument keeps the call, its region hangs off it).
 fn is_noise(call: &Call) -> bool {
     const STEPS: &[&str] = &[
-        "clone", "cloned", "copied", "to_string", "to_owned", "into", "unwrap", "expect", "unwrap_or", "unwrap_or_default",
-        "ok", "map_err", "iter", "into_iter", "collect", "len", "is_empty", "is_some", "is_none", "is_ok", "is_err",
-        "as_ref", "as_str", "as_slice", "as_deref", "borrow", "deref", "to_vec", "trim", "parse", "starts_with",
-        "ends_with", "eq", "ne", "cmp", "partial_cmp", "hash", "fmt", "into_inner", "as_bytes", "to_lowercase",
-        "to_uppercase", "chars", "bytes", "lines", "rev", "enumerate", "zip", "skip", "take", "saturating_sub",
-        "saturating_add", "checked_add", "checked_sub", "abs", "max", "min", "sum", "count", "display",
+        "clone",
+        "cloned",
+        "copied",
+        "to_string",
+        "to_owned",
+        "into",
+        "unwrap",
+        "expect",
+        "unwrap_or",
+        "unwrap_or_default",
+        "ok",
+        "map_err",
+        "iter",
+        "into_iter",
+        "collect",
+        "len",
+        "is_empty",
+        "is_some",
+        "is_none",
+        "is_ok",
+        "is_err",
+        "as_ref",
+        "as_str",
+        "as_slice",
+        "as_deref",
+        "borrow",
+        "deref",
+        "to_vec",
+        "trim",
+        "parse",
+        "starts_with",
+        "ends_with",
+        "eq",
+        "ne",
+        "cmp",
+        "partial_cmp",
+        "hash",
+        "fmt",
+        "into_inner",
+        "as_bytes",
+        "to_lowercase",
+        "to_uppercase",
+        "chars",
+        "bytes",
+        "lines",
+        "rev",
+        "enumerate",
+        "zip",
+        "skip",
+        "take",
+        "saturating_sub",
+        "saturating_add",
+        "checked_add",
+        "checked_sub",
+        "abs",
+        "max",
+        "min",
+        "sum",
+        "count",
+        "display",
     ];
     const FUNCS: &[&str] = &[
-        "Ok", "Some", "Err", "new", "from", "default", "with_capacity", "from_secs", "from_millis", "from_str", "to_string",
-        "format", "into", "clone", "len", "min", "max", "drop_in_place",
+        "Ok",
+        "Some",
+        "Err",
+        "new",
+        "from",
+        "default",
+        "with_capacity",
+        "from_secs",
+        "from_millis",
+        "from_str",
+        "to_string",
+        "format",
+        "into",
+        "clone",
+        "len",
+        "min",
+        "max",
+        "drop_in_place",
     ];
-    if call.steps.iter().any(|s| s.awaited || s.tried || s.args.iter().any(|a| a.sql.is_some() || a.closure)) {
+    if call
+        .steps
+        .iter()
+        .any(|s| s.awaited || s.tried || s.args.iter().any(|a| a.sql().is_some() || a.closure))
+    {
         return false;
     }
-    let steps_noise = |skip: usize| call.steps.iter().skip(skip).all(|s| STEPS.contains(&s.name.as_str()));
+    let steps_noise = |skip: usize| {
+        call.steps
+            .iter()
+            .skip(skip)
+            .all(|s| STEPS.contains(&s.name.as_str()))
+    };
     if call.func.is_empty() {
         return call.recv.len() == 1 && call.recv[0] != "self" && steps_noise(0);
     }
@@ -1281,9 +1389,32 @@ fn is_noise(call: &Call) -> bool {
     FUNCS.contains(&last)
         && matches!(
             ty,
-            "Arc" | "Rc" | "Box" | "Vec" | "String" | "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet" | "VecDeque" | "Duration"
-                | "Instant" | "Cell" | "RefCell" | "PathBuf" | "Cow" | "Ok" | "Some" | "Default" | "Wrapping" | "AtomicBool"
-                | "AtomicUsize" | "AtomicU64" | "Uuid" | "Utc" | "SystemTime"
+            "Arc"
+                | "Rc"
+                | "Box"
+                | "Vec"
+                | "String"
+                | "HashMap"
+                | "HashSet"
+                | "BTreeMap"
+                | "BTreeSet"
+                | "VecDeque"
+                | "Duration"
+                | "Instant"
+                | "Cell"
+                | "RefCell"
+                | "PathBuf"
+                | "Cow"
+                | "Ok"
+                | "Some"
+                | "Default"
+                | "Wrapping"
+                | "AtomicBool"
+                | "AtomicUsize"
+                | "AtomicU64"
+                | "Uuid"
+                | "Utc"
+                | "SystemTime"
         )
         && steps_noise(1)
 }

@@ -15,10 +15,11 @@ use syn::{Attribute, FnArg, ImplItem, Item, Pat, Signature, TraitItem, UseTree};
 pub use types::type_ref;
 
 /// Lowers a parsed file.
-pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>) -> FileIr {
+pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>, knowledge: &crate::Knowledge) -> FileIr {
     let mut out = FileIr::default();
     let mut cx = ItemCx {
         lines,
+        knowledge,
         out: &mut out,
         depth: 0,
     };
@@ -30,6 +31,7 @@ pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>) -> FileIr {
 
 struct ItemCx<'a, 'b> {
     lines: &'a LineIndex<'b>,
+    knowledge: &'a crate::Knowledge,
     out: &'a mut FileIr,
     depth: u32,
 }
@@ -242,7 +244,10 @@ impl ItemCx<'_, '_> {
         };
         let (fenced, idempotent) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
-        let events = body::lower_block(self.lines, block, &params);
+        let mut events = body::lower_block(self.lines, block, &params);
+        if is_inert(&events, self.knowledge) {
+            events = keep_call_graph(events);
+        }
         self.out.bodies.push(Body {
             name,
             ident,
@@ -313,4 +318,156 @@ pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<String>) {
         Pat::Paren(p) => pat_names(&p.pat, out),
         _ => {}
     }
+}
+
+/// Step names that can carry an effect some rule or summary looks at (locks, transactions,
+/// queries, spawns, sleeps, schedules, redis and broker commands, remote sends).
+const EFFECT_STEPS: &[&str] = &[
+    "lock",
+    "lock_owned",
+    "write",
+    "read",
+    "write_owned",
+    "read_owned",
+    "blocking_lock",
+    "try_lock",
+    "begin",
+    "begin_with",
+    "transaction",
+    "transaction_with",
+    "build_transaction",
+    "commit",
+    "rollback",
+    "execute",
+    "fetch",
+    "fetch_one",
+    "fetch_optional",
+    "fetch_all",
+    "query",
+    "query_one",
+    "query_opt",
+    "query_as",
+    "query_scalar",
+    "batch_execute",
+    "exec",
+    "one",
+    "all",
+    "first",
+    "load",
+    "get_result",
+    "get_results",
+    "prepare",
+    "spawn",
+    "spawn_local",
+    "spawn_blocking",
+    "sleep",
+    "sleep_until",
+    "insert_at",
+    "schedule",
+    "schedule_in",
+    "schedule_at",
+    "enqueue_in",
+    "enqueue_at",
+    "push_delayed",
+    "set_nx",
+    "del",
+    "get_del",
+    "getdel",
+    "set_ex",
+    "query_async",
+    "invoke_async",
+    "publish",
+    "basic_publish",
+    "send",
+    "send_request",
+    "request",
+    "cmd",
+    "update",
+    "insert",
+    "delete",
+    "save",
+    "update_many",
+    "delete_many",
+    "find_by_id",
+    "find",
+    "transaction_async",
+    "run",
+    "tick",
+    "get",
+    "set",
+    "exists",
+    "incr",
+    "expire",
+    "unlink",
+    "hset",
+    "hget",
+];
+
+/// A body with no `.await`, no SQL and no effect-carrying call: sync library code. No rule can
+/// fire inside it; only its call edges matter (for summaries).
+fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
+    let known = |n: &str| {
+        [
+            &k.locks,
+            &k.transactions,
+            &k.remote_calls,
+            &k.state_reads,
+            &k.state_writes,
+            &k.token_checks,
+            &k.token_deletes,
+            &k.schedulers,
+        ]
+        .iter()
+        .any(|l| l.iter().any(|x| x.rsplit("::").next() == Some(n)))
+    };
+    events.iter().all(|e| match &e.kind {
+        crate::ir::Ev::Call(c) => c.steps.iter().all(|s| {
+            !s.awaited
+                && !EFFECT_STEPS.contains(&s.name.trim_end_matches('!'))
+                && !known(&s.name)
+                && s.args.iter().all(|a| a.sql().is_none())
+        }),
+        crate::ir::Ev::Bind(b) => b.sql.is_none(),
+        _ => true,
+    })
+}
+
+/// Keeps only what summaries and receiver resolution use: calls (without argument details) and
+/// `let` bindings, with event indices remapped.
+fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
+    use crate::ir::Ev;
+    let mut map = vec![u32::MAX; events.len()];
+    let mut out = Vec::new();
+    for (i, e) in events.into_iter().enumerate() {
+        match e.kind {
+            Ev::Call(mut c) => {
+                for s in &mut c.steps {
+                    s.args = Vec::new();
+                }
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Call(c),
+                });
+            }
+            Ev::Bind(mut b) => {
+                b.calls = b
+                    .calls
+                    .iter()
+                    .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
+                    .collect();
+                b.strs = Vec::new();
+                b.lit = None;
+                b.closure = None;
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Bind(b),
+                });
+            }
+            _ => {}
+        }
+    }
+    out.shrink_to_fit();
+    out
 }

@@ -135,7 +135,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
         if let Ev::Bind(b) = &ev.kind {
             outer.extend(b.names.iter().map(String::as_str));
             if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
-                lits.push((n.as_str(), l));
+                lits.push((n.as_str(), &**l));
             }
         }
     }
@@ -209,7 +209,7 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
                 ty: None,
             };
             for a in inner.all_args() {
-                if let Some(l) = &a.lit {
+                if let Some(l) = a.lit() {
                     payload.ty = Some(l.ty.clone());
                     for f in &l.fields {
                         push(&mut payload.names, f);
@@ -220,7 +220,14 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
                 }
             }
             struct_fields(cx, &mut payload);
-            judge(cx, s, &payload, &Action::Bodies(callees.clone()), true, out);
+            judge(
+                cx,
+                s,
+                &payload,
+                &Action::Bodies(callees.to_vec()),
+                true,
+                out,
+            );
         } else if let [name] = inner.func.as_slice() {
             // `let run = move || async move { .. }; tokio::spawn(run());`
             let bind = cx.body.events[..s as usize]
@@ -287,7 +294,10 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
                 Ev::Call(c) => {
                     c.recv.iter().map(String::as_str).eq(parts.iter().copied())
                         && c.steps.iter().any(|st| {
-                            matches!(st.name.as_str(), "next" | "poll_expired" | "try_next" | "poll_next")
+                            matches!(
+                                st.name.as_str(),
+                                "next" | "poll_expired" | "try_next" | "poll_next"
+                            )
                         })
                 }
                 _ => false,
@@ -299,7 +309,6 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
     }
     judge(cx, s, &payload, &Action::Bodies(handlers), false, out);
 }
-
 
 /// Decides and reports. `needs_sleep`: a spawned task is a timer only if it waits.
 fn judge(
@@ -332,6 +341,14 @@ fn judge(
             let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
                 return;
             };
+            // A periodic task (the wait inside a loop) is a heartbeat or a sweep, not a timeout.
+            let periodic = (*start..sleep).any(|j| {
+                matches!(cx.body.events[j as usize].kind, Ev::Enter(Region::Loop))
+                    && region_end(cx, j) > sleep
+            });
+            if periodic {
+                return;
+            }
             let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
                 return;
             };

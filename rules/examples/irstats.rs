@@ -1,0 +1,115 @@
+//! Dev tool: counts IR events by kind over a directory, to keep lowered data compact.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+use staleguard_rules::{Analyzer, Knowledge};
+
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn main() {
+    let mut files = Vec::new();
+    walk(
+        std::path::Path::new(&std::env::args().nth(1).expect("dir")),
+        &mut files,
+    );
+    let a = Analyzer::new(Knowledge::default());
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    let (mut bodies, mut steps, mut args, mut paths) = (0, 0, 0, 0);
+    let mut names = std::collections::HashMap::<String, usize>::new();
+    let mut kept = Vec::new();
+    for f in files {
+        let Ok(t) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        kept.push(a.lower("x", &t));
+        let l = kept.last().expect("just pushed");
+        for b in &l.ir().bodies {
+            bodies += 1;
+            for e in &b.events {
+                let k = match &e.kind {
+                    Ev::Call(c) => {
+                        steps += c.steps.len();
+                        for s in &c.steps {
+                            args += s.args.len();
+                            paths += s.args.iter().map(|a| a.paths.len()).sum::<usize>();
+                        }
+                        let key = c
+                            .steps
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(".");
+                        *names.entry(key).or_default() += 1;
+                        "call"
+                    }
+                    Ev::Bind(_) => "bind",
+                    Ev::Assign { .. } => "assign",
+                    Ev::Cond { .. } => "cond",
+                    Ev::Exit => "exit",
+                    Ev::Drop { .. } => "drop",
+                    Ev::Enter(_) => "enter",
+                    Ev::Leave => "leave",
+                };
+                *counts.entry(k).or_default() += 1;
+            }
+        }
+    }
+    println!(
+        "live bytes with every file lowered: {} ({} files kept)",
+        LIVE.load(Ordering::Relaxed),
+        kept.len()
+    );
+    use staleguard_rules::ir::*;
+    println!(
+        "sizes: Event {} Bind {} Call {} Step {} Arg {} Body {} SqlInfo {}",
+        std::mem::size_of::<Event>(),
+        std::mem::size_of::<Bind>(),
+        std::mem::size_of::<Call>(),
+        std::mem::size_of::<Step>(),
+        std::mem::size_of::<Arg>(),
+        std::mem::size_of::<Body>(),
+        std::mem::size_of::<staleguard_rules::sql::SqlInfo>()
+    );
+    let facts: usize = kept
+        .iter()
+        .map(|l| l.ir().facts.structs.len() + l.ir().facts.uses.len() + l.ir().items.len())
+        .sum();
+    println!("facts entries {facts}");
+    println!("bodies {bodies} steps {steps} args {args} paths {paths}");
+    println!("{counts:?}");
+    let mut top: Vec<_> = names.into_iter().collect();
+    top.sort_by_key(|b| std::cmp::Reverse(b.1));
+    for (k, n) in top.iter().take(40) {
+        println!("{n:7} {k}");
+    }
+}
