@@ -2,15 +2,17 @@
 //!
 //! ```text
 //! async fn charge(..) -> Result<T, E> {
+//!     let response = response_codec::<T>();     // `T: Serialize + DeserializeOwned`, on `T`
+//!     let error = error_codec::<E>();           // `E: Classify + ..`, on `E`: checked once
 //!     let engine = <store>;                      // cloned, so no borrow is held
 //!     let call = key + tenant + fingerprint;     // evaluated before the body moves anything
-//!     let guard = match begin(engine, call) {    // one store round trip
+//!     let guard = match begin(engine, call, ..) { // one store round trip
 //!         Continue(guard) => guard,
 //!         Break(result) => return result,        // replay, in progress, mismatch, missing key
 //!     };
 //!     let claim = guard.handle();                // when `claim = claim` is given
 //!     let result = (async || -> Result<T, E> { <the original body> })().await;
-//!     guard.finish(result).await                 // compare-and-set on (key, fence, owner)
+//!     guard.finish_with(result, ..).await        // compare-and-set on (key, fence, owner)
 //! }
 //! ```
 
