@@ -189,6 +189,7 @@ fn enter_of(body: &Body) -> Vec<Option<u32>> {
 /// remote call in a transaction, a token write, or a spawned / delayed task.
 fn worth_checking(fx: &BodyEffects) -> bool {
     let mut has = [false; 6];
+    has[1] = fx.tx_param.is_some();
     for e in fx.effs.iter().flatten() {
         match e.kind {
             K::Write => {

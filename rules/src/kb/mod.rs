@@ -175,6 +175,8 @@ impl<T> std::ops::Index<usize> for Sparse<T> {
 pub struct BodyEffects {
     pub effs: Sparse<Eff>,
     pub callees: Sparse<BodyId>,
+    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
+    pub tx_param: Option<String>,
 }
 
 /// Per-body classification context.
@@ -204,14 +206,19 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
         lit_locals: HashMap::new(),
         guard_places: HashMap::new(),
     };
+    let mut tx_param = None;
     for (name, ty) in &body.params {
         let class = types::class_of(ty, facts, file);
+        if class == Class::DbTx && tx_param.is_none() {
+            tx_param = Some(name.clone());
+        }
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
     let mut out = BodyEffects {
         effs: Sparse::new(n),
         callees: Sparse::new(n),
+        tx_param,
     };
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {

@@ -6,7 +6,7 @@ use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
 use crate::ir::Ev;
 use crate::kb::K;
-use crate::query;
+use crate::query::{self, TX_PARAM};
 
 declare_rule! {
     /// ### What it does
@@ -114,7 +114,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             protections.push((l.event, "lock taken here"));
         }
         for t in &st.txs {
-            protections.push((t.event, "transaction begun here"));
+            if t.event != TX_PARAM {
+                protections.push((t.event, "transaction begun here"));
+            }
         }
         if temp {
             protections.push((w, "lock taken here"));
@@ -194,7 +196,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if write.table.is_none() || write.insert {
             continue;
         }
-        let locked = (tx.event..w).any(|r| {
+        let from = if tx.event == TX_PARAM { 0 } else { tx.event };
+        let locked = (from..w).any(|r| {
             cx.effs(r).iter().any(|e| {
                 (e.kind == K::Read && e.locking || e.kind == K::Lock)
                     && RuleCx::same_state(e.table.as_deref(), wtable)
@@ -203,7 +206,12 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if locked || !st.locks.is_empty() {
             continue;
         }
-        for r in (tx.event + 1..w).rev() {
+        let first = if tx.event == TX_PARAM {
+            0
+        } else {
+            tx.event + 1
+        };
+        for r in (first..w).rev() {
             if cx.detached[r as usize] {
                 continue;
             }
@@ -229,7 +237,14 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             d.labels
                 .push(cx.label(r, "state read here without `FOR UPDATE`"));
             d.labels.push(cx.label(c, "checked here"));
-            d.labels.push(cx.label(tx.event, "transaction begun here"));
+            if tx.event == TX_PARAM {
+                d.labels.push(crate::diagnostic::Label {
+                    span: cx.span(cx.body.sp),
+                    message: "the transaction is passed in here".to_string(),
+                });
+            } else {
+                d.labels.push(cx.label(tx.event, "transaction begun here"));
+            }
             d.help = Some(
                 "read the row with `SELECT .. FOR UPDATE`, or make the write conditional (`WHERE status = ..`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
                     .to_string(),

@@ -349,7 +349,8 @@ fn judge(
             if periodic {
                 return;
             }
-            let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
+            let persisted = |i: u32| cx.effs(i).iter().any(|e| e.kind == K::Write && !e.mem);
+            let Some(write) = (sleep..*end).find(|&i| persisted(i)) else {
                 return;
             };
             if !ids.is_empty() && region_compares(cx, *start, *end, &ids) {
@@ -365,7 +366,7 @@ fn judge(
             let writers: Vec<BodyId> = bodies
                 .iter()
                 .copied()
-                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Write)))
+                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.persists()))
                 .collect();
             if needs_sleep
                 && !bodies
