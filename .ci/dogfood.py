@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dogfooding: lint a bundled example with the freshly built binary and fail when a finding the
 example marks (`//~ rule` on the finding's line, `//~^ rule` one line below it, `//~^^ rule` two
-below...) is missing from the report. Extra findings are listed but do not fail the check.
+below...; several rules separated by commas or spaces) is missing from the report. Extra findings are listed but do not fail the check.
 
 usage: dogfood.py BINARY EXAMPLE_DIR   (run from the repository root; standard library only)
 """
@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-MARKER = re.compile(r"//~(\^*)\s+([a-z][a-z0-9-]*)")
+MARKER = re.compile(r"//~(\^*)(.*)$")
 
 
 def expected_findings(example):
@@ -25,8 +25,11 @@ def expected_findings(example):
             rel = os.path.relpath(path).replace(os.sep, "/")
             with open(path, encoding="utf-8") as f:
                 for number, line in enumerate(f, 1):
-                    for m in MARKER.finditer(line):
-                        expected.add((rel, number - len(m.group(1)), m.group(2)))
+                    m = MARKER.search(line)
+                    if m:
+                        for rule in re.split(r"[,\s]+", m.group(2).strip()):
+                            if rule:
+                                expected.add((rel, number - len(m.group(1)), rule))
     return expected
 
 
@@ -47,8 +50,8 @@ def main():
     for file, line, rule in extra:
         print(f"dogfood: unexpected (not failing) {file}:{line}: {rule}")
     if not expected:
-        print(f"dogfood: {example} marks no expected findings yet; nothing to check")
-        return 0
+        print(f"dogfood: {example} marks no expected findings (`//~ rule`); nothing would be checked")
+        return 1
     if missing:
         print(f"dogfood: {len(missing)} of {len(expected)} expected findings missing in {example}")
         return 1

@@ -14,7 +14,7 @@ use crate::discover::{InputError, PackageScope, SourcePath, Unit};
 use crate::settings::Settings;
 
 /// Worker threads get a large stack: deeply nested expressions recurse deeply in `syn`.
-const STACK_SIZE: usize = 256 * 1024 * 1024;
+const STACK_SIZE: usize = staleguard_rules::STACK_SIZE;
 
 /// One finding with its effective level.
 #[derive(Debug, Clone)]
@@ -61,8 +61,10 @@ pub fn run(
     for unit in units {
         let analyzer = Analyzer::new(knowledge(unit));
         let root: Arc<Path> = Arc::from(unit.root.as_path());
+        let started = std::time::Instant::now();
         let results: Vec<Result<(LoweredFile, Arc<str>), InputError>> =
             pool.install(|| unit.files.par_iter().map(|f| lower(&analyzer, f)).collect());
+        let lowered_in = started.elapsed();
         let mut lowered = Vec::with_capacity(results.len());
         let mut texts: HashMap<String, Arc<str>> = HashMap::new();
         for result in results {
@@ -76,7 +78,17 @@ pub fn run(
         }
         outcome.files += lowered.len();
         let levels = Levels { settings, unit };
+        let started = std::time::Instant::now();
         let diagnostics = analyzer.check(&lowered, &|rule| levels.enabled(rule));
+        if std::env::var_os("STALEGUARD_TIMINGS").is_some() {
+            eprintln!(
+                "staleguard: {} files read+lowered in {:.3}s on {} threads, checked in {:.3}s",
+                lowered.len(),
+                lowered_in.as_secs_f64(),
+                pool.current_num_threads(),
+                started.elapsed().as_secs_f64()
+            );
+        }
         drop(lowered);
         for diag in diagnostics {
             let Some(level) = levels.level(&diag) else {

@@ -16,11 +16,7 @@ pub fn explain(rule: &str, out: &mut dyn Write) -> Result<io::Result<()>, String
             writeln!(out, "# {}\n\n{}", meta.name, meta.summary)?;
             writeln!(out, "\nDefault level: {}.", meta.default_level.as_str())
         } else {
-            write!(out, "{}", meta.doc)?;
-            if !meta.doc.ends_with('\n') {
-                writeln!(out)?;
-            }
-            Ok(())
+            writeln!(out, "{}", dedent(meta.doc).trim_end())
         }
     })())
 }
@@ -50,5 +46,36 @@ pub fn rules(format: ListFormat, out: &mut dyn Write) -> io::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// Removes the indentation common to every non-blank line (docs taken from `///` comments keep
+/// the space after the slashes).
+pub fn dedent(doc: &str) -> String {
+    let indent = doc
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    doc.lines()
+        .map(|l| l.get(indent..).unwrap_or_else(|| l.trim_start()))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_matches('\n')
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dedent;
+
+    #[test]
+    fn dedent_removes_only_the_common_indent() {
+        assert_eq!(
+            dedent(" # Title\n\n text\n   code\n"),
+            "# Title\n\ntext\n  code"
+        );
+        assert_eq!(dedent("flat\n  more"), "flat\n  more");
     }
 }

@@ -169,7 +169,7 @@ pub fn fenced(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Makes an `async fn` handler idempotent: its effect happens once per key, duplicates get the
 /// stored response or "in progress", and a late owner is fenced out.
 ///
-/// ```ignore
+/// ```text
 /// #[staleguard::idempotent(store = state.idempotency, key = req.idempotency_key, claim = claim)]
 /// async fn charge(state: &AppState, req: ChargeRequest) -> Result<Receipt, PayError> {
 ///     // `claim.record_id()` is the same for every owner of this key: pass it downstream.

@@ -472,6 +472,28 @@ async fn retention_expires_outcomes_and_the_reaper_spares_live_records<
     assert_eq!(forgetful.reap().await.unwrap(), 0);
 }
 
+async fn heartbeat_extends_the_lease<S: IdempotencyStore + Clone>(f: &Fixture<S>) {
+    // Lease 2 s; the owner renews at 1.2 s; at 2.4 s the original lease is over but the renewed
+    // one is not, so a duplicate is still told "in progress" instead of taking over.
+    let engine = f.engine(Config {
+        lease: Duration::from_secs(2),
+        ..Config::default()
+    });
+    let owner = run(&engine, call("k1", 100)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    owner.handle().heartbeat().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(matches!(
+        refused(&engine, call("k1", 100)).await,
+        IdempotencyError::InProgress { .. }
+    ));
+    assert_eq!(f.record("k1").await.unwrap().fence, 1);
+    owner
+        .finish::<_, AppError>(Ok(receipt("o1", 1)))
+        .await
+        .unwrap();
+}
+
 macro_rules! suite {
     ($($check:ident),* $(,)?) => {
         mod memory {
@@ -519,6 +541,7 @@ suite!(
     duplicate_may_wait_for_the_first_outcome,
     expired_lease_is_taken_over_with_a_higher_fence,
     late_owner_is_fenced_and_writes_nothing,
+    heartbeat_extends_the_lease,
     retryable_failure_releases_the_key,
     permanent_failure_is_replayed_or_retried_by_policy,
     unknown_is_in_progress_until_reconciled,

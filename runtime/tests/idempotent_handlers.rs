@@ -573,3 +573,64 @@ async fn identity_is_checked<S: IdempotencyStore>(shop: Arc<Shop<S>>) {
     assert_eq!(shop.runs.load(Ordering::SeqCst), 3);
 }
 on_every_store!(identity_is_checked, Default::default());
+
+/// The background reaper deletes expired outcomes and leaves PROCESSING and UNKNOWN records.
+#[tokio::test]
+async fn background_reaper_deletes_only_expired_outcomes() {
+    use staleguard::idempotency::{MemoryStore, Reaper, State};
+    let store = MemoryStore::new();
+    let forgetful = Config {
+        retention: Duration::ZERO,
+        ..Config::default()
+    };
+    let file = ScratchFile::new("ledger");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&file.0)
+        .create_if_missing(true);
+    let ledger = Ledger::sqlite(sqlx::SqlitePool::connect_with(options).await.unwrap()).await;
+    let shop = Shop::new(Idempotency::with_config(store.clone(), forgetful), ledger);
+    charge(&shop, pay("done", "o1", 1)).await.unwrap();
+    let gateway = Gateway::default();
+    assert_eq!(
+        charge_remote(&shop, pay("unknown", "o2", 1), &gateway).await,
+        Err(AppError::Timeout)
+    );
+    let release = Notify::new();
+    let mut running = std::pin::pin!(slow(&shop, pay("running", "o3", 1), &release));
+    assert!(
+        std::future::poll_fn(|cx| std::task::Poll::Ready(running.as_mut().poll(cx).is_pending()))
+            .await
+    );
+    assert_eq!(store.len(), 3);
+    let reaper = Reaper::new(shop.idem.clone()).spawn(Duration::from_millis(5));
+    for _ in 0..2000 {
+        if store.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    reaper.abort();
+    let state = |key: &str| {
+        let store = store.clone();
+        let key = staleguard::idempotency::RecordKey {
+            handler: String::new(),
+            tenant: String::new(),
+            key: key.to_owned(),
+        };
+        async move {
+            for handler in ["charge", "charge_remote", "slow"] {
+                let key = staleguard::idempotency::RecordKey {
+                    handler: handler.to_owned(),
+                    ..key.clone()
+                };
+                if let Some(record) = store.get(&key).await.unwrap() {
+                    return Some(record.state);
+                }
+            }
+            None
+        }
+    };
+    assert_eq!(state("done").await, None);
+    assert_eq!(state("unknown").await, Some(State::Unknown));
+    assert_eq!(state("running").await, Some(State::Processing));
+}

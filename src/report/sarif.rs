@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use staleguard_rules::{Level, Span, registry};
 
 use super::{Report, doc_note};
+use crate::commands::dedent;
 
 const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
@@ -15,18 +16,23 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let rules: Vec<Value> = registry::all()
         .iter()
         .map(|r| {
-            let full = if r.doc.trim().is_empty() { r.summary } else { first_paragraph(r.doc) };
-            let markdown = if r.doc.trim().is_empty() {
+            let doc = dedent(r.doc);
+            let full = if doc.is_empty() {
+                r.summary.to_string()
+            } else {
+                first_paragraph(&doc)
+            };
+            let markdown = if doc.is_empty() {
                 format!("{}\n\n{}", r.summary, doc_note(r.name))
             } else {
-                r.doc.to_string()
+                doc
             };
             json!({
                 "id": r.name,
                 "name": camel(r.name),
                 "shortDescription": { "text": r.summary },
                 "fullDescription": { "text": full },
-                "help": { "text": format!("{}\n{}", r.summary, doc_note(r.name)), "markdown": markdown },
+                "help": { "text": markdown, "markdown": markdown },
                 "defaultConfiguration": { "level": level(r.default_level) },
                 "properties": { "tags": ["staleguard", "concurrency"] },
             })
@@ -47,7 +53,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 "ruleId": d.rule,
                 "level": level(f.level),
                 "message": { "text": text },
-                "locations": [ { "physicalLocation": physical(&d.primary) } ],
+                "locations": [ location(&d.primary, d.function.as_deref()) ],
                 "partialFingerprints": { "staleguard/v1": f.fingerprint },
             });
             if let Some(index) = registry::all().iter().position(|r| r.name == d.rule) {
@@ -117,6 +123,16 @@ fn level(level: Level) -> &'static str {
     }
 }
 
+/// The primary location, with the enclosing function as a logical location when known.
+fn location(span: &Span, function: Option<&str>) -> Value {
+    let mut location = json!({ "physicalLocation": physical(span) });
+    if let Some(function) = function {
+        location["logicalLocations"] =
+            json!([{ "fullyQualifiedName": function, "kind": "function" }]);
+    }
+    location
+}
+
 fn physical(span: &Span) -> Value {
     let mut region = json!({
         "startLine": span.start.line.max(1),
@@ -146,12 +162,14 @@ fn uri(path: &str) -> String {
     out
 }
 
-/// The doc's first paragraph below its first heading.
-fn first_paragraph(doc: &str) -> &str {
-    doc.split("\n\n")
+/// The doc's first paragraph that is not a heading, on one line.
+fn first_paragraph(doc: &str) -> String {
+    let paragraph = doc
+        .split("\n\n")
         .map(str::trim)
         .find(|p| !p.is_empty() && !p.starts_with('#'))
-        .unwrap_or(doc)
+        .unwrap_or(doc);
+    paragraph.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `check-before-lock` → `CheckBeforeLock`.

@@ -553,12 +553,15 @@ fn explain_prints_every_rules_doc() {
         if meta.doc.trim().is_empty() {
             assert!(run.stdout.contains(meta.summary), "{}", run.stdout);
         } else {
+            // The doc, line for line, without the indentation `///` comments leave.
+            let shown: Vec<&str> = run.stdout.lines().map(str::trim).collect();
+            let doc: Vec<&str> = meta.doc.trim_matches('\n').lines().map(str::trim).collect();
             assert_eq!(
-                run.stdout.trim_end(),
-                meta.doc.trim_end(),
+                shown, doc,
                 "explain {} differs from the registry doc",
                 meta.name
             );
+            assert!(!run.stdout.starts_with(' '), "{}", run.stdout);
         }
     }
     let typo = Run::of(bin().args(["explain", "check-befor-lock"]));
@@ -621,4 +624,71 @@ fn deeply_nested_expressions_do_not_crash() {
     let run = p.run(&[]);
     run.code(0);
     assert!(run.stdout.contains("in 1 file"), "{}", run.stdout);
+}
+
+#[test]
+fn on_a_terminal_colour_is_automatic_unless_no_color() {
+    // `script` (util-linux) gives the binary a pseudo-terminal as standard output.
+    let p = Project::package("demo");
+    p.write("src/lib.rs", BROKEN);
+    let on_tty = |no_color: bool| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.current_dir(p.root())
+            .args(["-qec", env!("CARGO_BIN_EXE_cargo-staleguard"), "/dev/null"])
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        Run::of(&mut cmd)
+    };
+    let coloured = on_tty(false);
+    assert!(
+        coloured.stdout.contains("error[parse-error]"),
+        "{coloured:?}"
+    );
+    assert!(
+        coloured.stdout.contains("\u{1b}["),
+        "a terminal gets colour: {}",
+        coloured.stdout
+    );
+    let plain = on_tty(true);
+    assert!(plain.stdout.contains("error[parse-error]"), "{plain:?}");
+    assert!(
+        !plain.stdout.contains('\u{1b}'),
+        "NO_COLOR is honoured: {}",
+        plain.stdout
+    );
+}
+
+#[test]
+fn a_member_directory_still_lints_the_whole_workspace() {
+    let p = Project::empty();
+    p.write(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"alpha\", \"beta\"]\nresolver = \"2\"\n",
+    );
+    for name in ["alpha", "beta"] {
+        p.write(
+            &format!("{name}/Cargo.toml"),
+            &format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n"),
+        );
+        p.write(&format!("{name}/src/lib.rs"), BROKEN);
+    }
+    let run = Run::of(
+        bin()
+            .current_dir(p.path("alpha/src"))
+            .args(["--format", "short"]),
+    );
+    run.code(2);
+    let files: Vec<&str> = run
+        .stdout
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        ["alpha/src/lib.rs", "beta/src/lib.rs"],
+        "paths are relative to the workspace root"
+    );
 }

@@ -1,10 +1,74 @@
 //! Blessed human output for every fixture case: `fixtures/<rule>/<case>.rs` (or the folder
-//! `<case>/`) is linted with `--format human --color never` and compared with
+//! `<case>/`) is linted by the binary with `--format human --color never` and compared with
 //! `fixtures/<rule>/<case>.stdout`. `STALEGUARD_BLESS=1` rewrites the snapshots.
+//!
+//! The run sees what the fixture harness sees: `--select` the folder's rule, `parse-error`,
+//! `unused-suppression` and the case's `//@ also:` rules, and a `--config` file holding its
+//! `//@ knowledge.<field>:` entries.
 
 use std::path::{Path, PathBuf};
 
+use staleguard_rules::registry;
+
 use crate::support::{Run, bin, repo_root};
+
+/// The `.rs` files of a case (the file itself, or every file under the folder).
+fn case_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap().flatten() {
+            case_files(&entry.path(), out);
+        }
+    } else if path.extension().is_some_and(|e| e == "rs") {
+        out.push(path.to_path_buf());
+    }
+}
+
+/// Command-line arguments and configuration text reproducing the harness's settings.
+fn settings(case: &Path) -> (String, String) {
+    let rule = case
+        .parent()
+        .and_then(|p| p.file_name())
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let mut select = vec!["parse-error".to_string(), "unused-suppression".to_string()];
+    if registry::find(&rule).is_some() {
+        select.push(rule);
+    }
+    let mut knowledge = String::new();
+    let mut files = Vec::new();
+    case_files(&repo_root().join(case), &mut files);
+    for file in files {
+        for line in std::fs::read_to_string(file).unwrap().lines() {
+            let Some((key, value)) = line
+                .trim()
+                .strip_prefix("//@")
+                .and_then(|d| d.split_once(':'))
+            else {
+                continue;
+            };
+            let values: Vec<String> = value
+                .split([',', ' '])
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+                .collect();
+            match key.trim().strip_prefix("knowledge.") {
+                Some(field) => {
+                    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+                    knowledge.push_str(&format!(
+                        "{} = [{}]\n",
+                        field.replace('_', "-"),
+                        quoted.join(", ")
+                    ));
+                }
+                None if key.trim() == "also" => select.extend(values),
+                None => {}
+            }
+        }
+    }
+    (select.join(","), format!("[knowledge]\n{knowledge}"))
+}
 
 /// Every case under `fixtures/`: `.rs` files and folders, relative to the repository root.
 fn cases() -> Vec<PathBuf> {
@@ -50,12 +114,19 @@ fn snapshot_path(case: &Path) -> PathBuf {
 #[test]
 fn fixture_output_matches_blessed_snapshots() {
     let bless = std::env::var_os("STALEGUARD_BLESS").is_some();
+    let scratch = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
-    for case in cases() {
+    for (i, case) in cases().into_iter().enumerate() {
+        let (select, config) = settings(&case);
+        let config_path = scratch.path().join(format!("case{i}.toml"));
+        std::fs::write(&config_path, config).unwrap();
         let run = Run::of(
             bin()
                 .current_dir(repo_root())
-                .args(["--format", "human", "--color", "never"])
+                .args([
+                    "--format", "human", "--color", "never", "--select", &select, "--config",
+                ])
+                .arg(&config_path)
                 .arg(&case),
         );
         let actual = normalize(&run.stdout);

@@ -4,7 +4,19 @@
 
 use staleguard_grammar::fenced::{FencedArgs, Guard};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+use syn::visit::Visit;
+use syn::{FnArg, ItemFn, PatIdent, ReturnType, Type};
+
+/// Every name a parameter pattern binds (`id`, and `seat`, `customer` in
+/// `Path((seat, customer)): Path<(i64, i64)>`).
+struct ParamNames<'ast>(Vec<&'ast syn::Ident>);
+
+impl<'ast> Visit<'ast> for ParamNames<'ast> {
+    fn visit_pat_ident(&mut self, pat: &'ast PatIdent) {
+        self.0.push(&pat.ident);
+        syn::visit::visit_pat_ident(self, pat);
+    }
+}
 
 /// A validated `#[fenced]` function: its arguments and the item they apply to.
 pub(crate) struct Fenced {
@@ -19,18 +31,13 @@ pub(crate) fn validate(args: FencedArgs, function: ItemFn) -> syn::Result<Fenced
         errors.push(err);
     }
 
-    let params: Vec<&syn::Ident> = function
-        .sig
-        .inputs
-        .iter()
-        .filter_map(|input| match input {
-            FnArg::Typed(typed) => match &*typed.pat {
-                Pat::Ident(pat) => Some(&pat.ident),
-                _ => None,
-            },
-            FnArg::Receiver(_) => None,
-        })
-        .collect();
+    let mut params = ParamNames(Vec::new());
+    for input in &function.sig.inputs {
+        if let FnArg::Typed(typed) = input {
+            params.visit_pat(&typed.pat);
+        }
+    }
+    let params = params.0;
     for binding in args.bindings() {
         if params.iter().any(|param| **param == binding.ident) {
             errors.push(syn::Error::new(
@@ -104,5 +111,78 @@ fn returns_result(output: &ReturnType) -> bool {
             _ => false,
         },
         ReturnType::Default => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn check(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> Vec<String> {
+        let args = staleguard_grammar::fenced::parse(args).unwrap();
+        let function: ItemFn = syn::parse2(item).unwrap();
+        match validate(args, function) {
+            Ok(_) => Vec::new(),
+            Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn lock_args() -> proc_macro2::TokenStream {
+        quote! {
+            lock = self.lock, state = order, reread = self.load(id).await,
+            verify = order.attempt == attempt, stale = Ok(false)
+        }
+    }
+
+    #[test]
+    fn a_binding_may_not_shadow_a_name_inside_a_parameter_pattern() {
+        let errors = check(
+            lock_args(),
+            quote! {
+                async fn paid(&self, Path((order, attempt)): Path<(i64, i64)>) -> Result<bool, E> {
+                    Ok(true)
+                }
+            },
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("`order` is also a parameter"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn every_problem_with_the_function_is_reported() {
+        let errors = check(
+            quote! {
+                lease = self.leases, resource = "r", ttl = T, begin = self.db.begin(), tx = tx,
+                state = order, reread = load(&mut tx).await?, verify = true, stale = false
+            },
+            quote! {
+                fn paid(&self, order: i64) -> bool { true }
+            },
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("needs an `async fn`"));
+        assert!(errors[1].contains("`order` is also a parameter"));
+        assert!(errors[2].contains("must return a `Result`"));
+    }
+
+    #[test]
+    fn result_aliases_count_as_results() {
+        for output in [
+            quote!(-> Result<bool, E>),
+            quote!(-> anyhow::Result<bool>),
+            quote!(-> std::io::Result<()>),
+        ] {
+            let item = quote! { async fn paid(&self, id: i64, attempt: i64) #output { todo!() } };
+            let function: ItemFn = syn::parse2(item).unwrap();
+            assert!(returns_result(&function.sig.output));
+        }
+        let function: ItemFn =
+            syn::parse2(quote! { async fn f() -> Option<bool> { None } }).unwrap();
+        assert!(!returns_result(&function.sig.output));
     }
 }

@@ -38,6 +38,7 @@ impl From<sqlx::Error> for StoreError {
 /// Another owner holds an unexpired lease on the resource. Not stale: retry later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
+    /// The resource whose lease is held.
     pub resource: String,
 }
 
@@ -50,7 +51,9 @@ impl fmt::Display for Held {
 /// The lease expired or was taken over: its holder must stop acting on the resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lost {
+    /// The resource of the lost lease.
     pub resource: String,
+    /// The lost lease's token.
     pub token: FencingToken,
 }
 
@@ -68,6 +71,7 @@ impl fmt::Display for Lost {
 /// a past holder of the lease and was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fenced {
+    /// The resource written to.
     pub resource: String,
     /// The token the rejected write carried.
     pub token: FencingToken,
@@ -115,15 +119,20 @@ impl std::error::Error for Stale {}
 /// Why a [`LeaseStore`](crate::lease::LeaseStore) call failed.
 #[derive(Debug)]
 pub enum LeaseError {
+    /// Another owner holds an unexpired lease.
     Held(Held),
+    /// The lease expired or was taken over.
     Lost(Lost),
+    /// The store failed.
     Store(StoreError),
 }
 
 /// Why a fenced write check failed.
 #[derive(Debug)]
 pub enum FenceError {
+    /// A larger token was already accepted: this write comes from a past holder.
     Fenced(Fenced),
+    /// The store failed.
     Store(StoreError),
 }
 
@@ -131,10 +140,15 @@ pub enum FenceError {
 /// `From<staleguard::Error>`.
 #[derive(Debug)]
 pub enum Error {
+    /// Another owner holds an unexpired lease: retry later.
     Held(Held),
+    /// The lease expired or was taken over.
     Lost(Lost),
+    /// A write was rejected: a larger fencing token was already accepted.
     Fenced(Fenced),
+    /// A conditional write matched no row: the state moved on.
     Stale(Stale),
+    /// The store failed.
     Store(StoreError),
 }
 

@@ -8,6 +8,8 @@
 //! - [`FencedCell`]: an in-memory value with the same rule, for the memory store and tests.
 //! - [`Commit`]: how `#[fenced(begin = .., tx = ..)]` commits the transaction after the body.
 
+#![warn(missing_docs)]
+
 mod cell;
 mod error;
 
@@ -65,6 +67,7 @@ pub trait FenceCheck {
 /// A transaction `#[fenced(begin = .., tx = ..)]` commits after the body returned `Ok`.
 /// Dropping it without committing must roll it back (as sqlx transactions do).
 pub trait Commit {
+    /// What a failed commit returns; the handler's error must convert from it.
     type Error;
 
     /// Commits the transaction.

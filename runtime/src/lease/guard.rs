@@ -47,6 +47,7 @@ impl<S: LeaseStore> LeaseGuard<S> {
         Ok(LeaseGuard { store, lease })
     }
 
+    /// The held lease.
     pub fn lease(&self) -> &Lease {
         &self.lease
     }

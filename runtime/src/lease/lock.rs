@@ -22,6 +22,7 @@ use std::sync::Arc;
 /// # }
 /// ```
 pub trait Lock {
+    /// Held while the handler runs; dropping it unlocks.
     type Guard<'a>
     where
         Self: 'a;

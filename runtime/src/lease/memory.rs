@@ -49,6 +49,7 @@ impl Default for MemoryLeaseStore {
 }
 
 impl MemoryLeaseStore {
+    /// An empty store; its clock starts now.
     pub fn new() -> Self {
         MemoryLeaseStore {
             epoch: Instant::now(),

@@ -8,6 +8,8 @@
 //! applies), `SqliteLeaseStore` (feature `sqlite`, default) and `PgLeaseStore` (feature
 //! `postgres`), both clocked by the database.
 
+#![warn(missing_docs)]
+
 mod guard;
 mod lock;
 mod memory;
@@ -31,6 +33,14 @@ pub use postgres::PgLeaseStore;
 pub use sqlite::SqliteLeaseStore;
 
 /// A fencing token: strictly larger for each new holder of a resource's lease.
+///
+/// ```
+/// use staleguard::FencingToken;
+///
+/// let (old_holder, new_holder) = (FencingToken::new(41), FencingToken::new(42));
+/// assert!(old_holder < new_holder); // storage that accepted 42 rejects 41
+/// assert_eq!(new_holder.to_string(), "42");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(u64);
 
@@ -77,10 +87,12 @@ impl Lease {
         }
     }
 
+    /// The leased resource's key.
     pub fn resource(&self) -> &str {
         &self.resource
     }
 
+    /// Who holds the lease.
     pub fn owner(&self) -> &str {
         &self.owner
     }

@@ -78,10 +78,12 @@ pub struct PgLeaseStore {
 }
 
 impl PgLeaseStore {
+    /// A store using `pool` (run [`Self::migrate`] once).
     pub fn new(pool: PgPool) -> Self {
         PgLeaseStore { pool }
     }
 
+    /// The store's pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }

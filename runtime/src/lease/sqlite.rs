@@ -76,10 +76,12 @@ pub struct SqliteLeaseStore {
 }
 
 impl SqliteLeaseStore {
+    /// A store using `pool` (run [`Self::migrate`] once).
     pub fn new(pool: SqlitePool) -> Self {
         SqliteLeaseStore { pool }
     }
 
+    /// The store's pool.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }

@@ -1,0 +1,232 @@
+//! The axum integration end to end: `Idempotency-Key` extractor, `Json` responses stored and
+//! replayed, and the draft's status codes (400 missing / invalid key, 409 in progress with
+//! `Retry-After`, 422 key reused with another payload).
+
+#![cfg(feature = "axum")]
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use staleguard::idempotency::axum::IdempotencyKeyHeader;
+use staleguard::idempotency::{Classify, FailureKind, Idempotency, IdempotencyError, MemoryStore};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Notify;
+use tower::ServiceExt;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pay {
+    amount: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Receipt {
+    amount: u64,
+    run: usize,
+}
+
+/// Keeps what the HTTP layer needs of an idempotency error (the error must round-trip through
+/// the store when it is a permanent failure).
+#[derive(Debug, Serialize, Deserialize)]
+enum ApiError {
+    Declined,
+    Idempotency {
+        status: u16,
+        retry_after: Option<u64>,
+        message: String,
+    },
+}
+
+impl Classify for ApiError {
+    fn classify(&self) -> FailureKind {
+        match self {
+            ApiError::Declined => FailureKind::Permanent,
+            ApiError::Idempotency { .. } => FailureKind::Retryable,
+        }
+    }
+}
+
+impl From<IdempotencyError> for ApiError {
+    fn from(e: IdempotencyError) -> Self {
+        ApiError::Idempotency {
+            status: e.status(),
+            retry_after: e.retry_after_secs(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::Declined => (StatusCode::PAYMENT_REQUIRED, "declined").into_response(),
+            ApiError::Idempotency {
+                status,
+                retry_after,
+                message,
+            } => {
+                let mut response = (StatusCode::from_u16(status).unwrap(), message).into_response();
+                if let Some(secs) = retry_after {
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, secs.into());
+                }
+                response
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    idem: Idempotency<MemoryStore>,
+    runs: Arc<AtomicUsize>,
+    started: Arc<Notify>,
+    gate: Arc<Notify>,
+}
+
+#[staleguard::idempotent(store = app.idem, key = key)]
+async fn create_payment(
+    State(app): State<App>,
+    key: IdempotencyKeyHeader,
+    Json(req): Json<Pay>,
+) -> Result<Json<Receipt>, ApiError> {
+    let run = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    if req.amount == 0 {
+        return Err(ApiError::Declined);
+    }
+    if req.amount == 13 {
+        app.started.notify_one();
+        app.gate.notified().await;
+    }
+    Ok(Json(Receipt {
+        amount: req.amount,
+        run,
+    }))
+}
+
+fn app() -> (Router, App) {
+    let state = App {
+        idem: Idempotency::new(MemoryStore::new()),
+        runs: Arc::default(),
+        started: Arc::default(),
+        gate: Arc::default(),
+    };
+    let router = Router::new()
+        .route("/payments", post(create_payment))
+        .with_state(state.clone());
+    (router, state)
+}
+
+fn request(key: Option<&str>, amount: u64) -> Request<Body> {
+    let mut builder = Request::post("/payments").header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        builder = builder.header("Idempotency-Key", key);
+    }
+    builder
+        .body(Body::from(format!("{{\"amount\":{amount}}}")))
+        .unwrap()
+}
+
+async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Option<String>, String) {
+    let response = router.clone().oneshot(req).await.unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        retry_after,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn missing_or_invalid_key_is_400() {
+    let (router, state) = app();
+    let (status, _, body) = send(&router, request(None, 5)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body, "missing idempotency key");
+    let (status, _, _) = send(&router, request(Some("has space"), 5)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(state.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn replay_returns_the_stored_json_and_reuse_is_422() {
+    let (router, state) = app();
+    let first = send(&router, request(Some("\"k-1\""), 5)).await;
+    assert_eq!(first.0, StatusCode::OK);
+    let receipt: Receipt = serde_json::from_str(&first.2).unwrap();
+    assert_eq!(receipt, Receipt { amount: 5, run: 1 });
+    // The quoted (structured-field) and bare forms are the same key.
+    let again = send(&router, request(Some("k-1"), 5)).await;
+    assert_eq!(again, first);
+    assert_eq!(state.runs.load(Ordering::SeqCst), 1);
+    let (status, _, _) = send(&router, request(Some("k-1"), 6)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn permanent_failure_is_replayed() {
+    let (router, state) = app();
+    assert_eq!(
+        send(&router, request(Some("k-0"), 0)).await.0,
+        StatusCode::PAYMENT_REQUIRED
+    );
+    assert_eq!(
+        send(&router, request(Some("k-0"), 0)).await.0,
+        StatusCode::PAYMENT_REQUIRED
+    );
+    assert_eq!(state.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn duplicate_in_flight_is_409_with_retry_after() {
+    let (router, state) = app();
+    let first = {
+        let router = router.clone();
+        tokio::spawn(async move { send(&router, request(Some("k-13"), 13)).await })
+    };
+    state.started.notified().await;
+    let (status, retry_after, _) = send(&router, request(Some("k-13"), 13)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let secs: u64 = retry_after.expect("Retry-After is set").parse().unwrap();
+    assert!(
+        (1..=30).contains(&secs),
+        "within the 30 s default lease: {secs}"
+    );
+    state.gate.notify_one();
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+    assert_eq!(
+        send(&router, request(Some("k-13"), 13)).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(state.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn idempotency_errors_render_with_the_draft_codes() {
+    let busy = IdempotencyError::InProgress {
+        retry_after: std::time::Duration::from_millis(2500),
+    };
+    let response = busy.into_response();
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+    assert_eq!(
+        IdempotencyError::Mismatch.into_response().status(),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        IdempotencyError::MissingKey.into_response().status(),
+        StatusCode::BAD_REQUEST
+    );
+}
