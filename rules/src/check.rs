@@ -49,7 +49,10 @@ pub fn run(
             for c in &fx.callees[i].to_vec() {
                 if let Some(s) = summaries.get(c) {
                     for (kind, token, _delete, _ev, _via, e) in &s.effects {
-                        if add.iter().any(|a| a.kind == *kind && a.token == *token) {
+                        if add
+                            .iter()
+                            .any(|a| a.kind == *kind && a.token == *token && a.mem == e.mem)
+                        {
                             continue;
                         }
                         let mut e = e.clone();
