@@ -105,7 +105,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
     }
 
     // SQL text.
-    if let Some(sql) = cx.call_sql(call) {
+    if let Some(sql) = cx.call_sql(call).filter(|s| s.kind != SqlKind::Other) {
         let executes = call
             .steps
             .iter()
@@ -265,7 +265,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 | Class::Trait(_)
         )
     {
-        let mut e = Eff::new(K::Write, format!("runs `{head}` on an active model"));
+        let table = call
+            .recv
+            .first()
+            .and_then(|r| cx.local_modules.get(r))
+            .map(|m| normalize_table(m));
+        let mut e =
+            Eff::new(K::Write, format!("runs `{head}` on an active model")).with_table(table);
+        e.insert = head == "insert";
         e.delete = head == "delete";
         return Some(e);
     }

@@ -191,6 +191,8 @@ pub(crate) struct Cx<'a> {
     pub lit_locals: HashMap<String, StructLit>,
     /// Guard locals and the place they lock.
     pub guard_places: HashMap<String, String>,
+    /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
+    pub local_modules: HashMap<String, String>,
 }
 
 /// Classifies every call event of a body.
@@ -205,6 +207,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
         str_locals: HashMap::new(),
         lit_locals: HashMap::new(),
         guard_places: HashMap::new(),
+        local_modules: HashMap::new(),
     };
     let mut tx_param = None;
     for (name, ty) in &body.params {
@@ -247,6 +250,14 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         .find(|e| e.kind == K::Lock)
                         .and_then(|e| e.table.clone())
                 });
+                if let (Some(ty), [name]) = (&b.ty, b.names.as_slice())
+                    && let Some((module, _)) = ty.first().and_then(|t| t.rsplit_once("::"))
+                {
+                    cx.local_modules.insert(
+                        name.clone(),
+                        module.rsplit("::").next().unwrap_or(module).to_string(),
+                    );
+                }
                 for name in &b.names {
                     match &locked {
                         Some(place) => {

@@ -91,7 +91,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(write) = cx.eff(w, K::Write) else {
             continue;
         };
-        if write.token && write.delete {
+        // A deleted token is another rule's business; an INSERT creates a row, it does not
+        // update the one that was read.
+        if write.token && write.delete || write.insert {
             continue;
         }
         let checked = !query::tests_of(cx.body, w).is_empty();
@@ -146,7 +148,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 let Some(read) = cx.eff(r, K::Read) else {
                     continue;
                 };
-                if !RuleCx::same_state(read.table.as_deref(), wtable) {
+                // The read must be able to reach the write (not on a path that always returns).
+                if !RuleCx::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
                     continue;
                 }
                 // In-memory state: the same lock's place, and a write computed from the read
@@ -203,7 +206,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                     && RuleCx::same_state(e.table.as_deref(), wtable)
             })
         });
-        if locked || !st.locks.is_empty() {
+        if locked || !st.locks.is_empty() || serializable(cx, from, w) {
             continue;
         }
         let first = if tx.event == TX_PARAM {
@@ -278,4 +281,21 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
         _ => false,
     }
+}
+
+/// Is the transaction `SERIALIZABLE` (`SET TRANSACTION ..`, `BEGIN ISOLATION LEVEL ..`,
+/// diesel's `.serializable()`)? Conflicting transactions then abort instead of racing.
+fn serializable(cx: &RuleCx<'_>, from: u32, to: u32) -> bool {
+    (from..to).any(|i| match &cx.body.events[i as usize].kind {
+        Ev::Call(c) => {
+            c.sql().is_some_and(|s| s.serializable)
+                || c.steps.iter().any(|s| s.name == "serializable")
+                || c.all_args().any(|a| {
+                    a.strs()
+                        .iter()
+                        .any(|s| s.to_ascii_lowercase().contains("serializable"))
+                })
+        }
+        _ => false,
+    })
 }
