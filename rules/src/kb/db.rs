@@ -168,6 +168,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
+        e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
         return Some(e);
@@ -243,6 +244,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
                 e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
                 e.delete = flast.starts_with("delete");
+                e.purge = e.delete
+                    && !where_cols.is_empty()
+                    && !where_cols.iter().any(|c| is_plain_key(c));
                 e.token = is_token_name(&entity);
                 return Some(e);
             }
@@ -341,6 +345,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
+    e.purge = e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
     e.insert = sql.kind == SqlKind::Insert;
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));

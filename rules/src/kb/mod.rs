@@ -58,6 +58,8 @@ pub struct Eff {
     pub mem: bool,
     /// Creates a new row (`INSERT`) rather than changing one.
     pub insert: bool,
+    /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
+    pub purge: bool,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
@@ -82,6 +84,7 @@ impl Eff {
             delete: false,
             mem: false,
             insert: false,
+            purge: false,
             token: false,
             what: what.into(),
             on: None,

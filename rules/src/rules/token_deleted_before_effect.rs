@@ -54,7 +54,8 @@ declare_rule! {
 }
 
 fn is_delete(e: &Eff) -> bool {
-    e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
+    !e.purge
+        && e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
 }
 
 /// A side effect the token guards: a remote call, or a write that is not to the token itself
@@ -71,6 +72,8 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Opti
     };
     cx.effs(i).iter().find(|e| match e.kind {
         K::Remote => true,
+        // Deleting other tokens (a cleanup cascade) is not an effect a token guards.
+        K::Write if e.token && e.delete => false,
         K::Write => {
             let mark = e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref());
             !(mark || same_tx(token_at, i))
