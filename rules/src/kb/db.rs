@@ -345,7 +345,8 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
-    e.purge = e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
+    e.purge =
+        e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
     e.insert = sql.kind == SqlKind::Insert;
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));

@@ -53,9 +53,11 @@ declare_rule! {
     };
 }
 
+/// A deletion or consumption of a token: `DEL`, `GETDEL`, `DELETE`, or an `UPDATE` of the token
+/// row (`SET used_at = now()`); a claim followed by a completion or a release is told apart
+/// later by the write that follows it.
 fn is_delete(e: &Eff) -> bool {
-    !e.purge
-        && e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
+    !e.purge && e.token && e.kind == K::Write && (e.delete || e.what.contains("UPDATE"))
 }
 
 /// A side effect the token guards: a remote call, or a write that is not to the token itself
