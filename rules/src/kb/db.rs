@@ -169,6 +169,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
         e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+        e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
         return Some(e);
@@ -247,6 +248,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 e.purge = e.delete
                     && !where_cols.is_empty()
                     && !where_cols.iter().any(|c| is_plain_key(c));
+                e.where_cols = where_cols.into();
                 e.token = is_token_name(&entity);
                 return Some(e);
             }
@@ -348,6 +350,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.purge =
         e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
     e.insert = sql.kind == SqlKind::Insert;
+    e.where_cols = sql.where_cols.clone().into();
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     let _ = call;

@@ -60,6 +60,8 @@ pub struct Eff {
     pub insert: bool,
     /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
     pub purge: bool,
+    /// The columns a write's filter compares (SQL and ORM filters).
+    pub where_cols: Box<[String]>,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
@@ -85,6 +87,7 @@ impl Eff {
             mem: false,
             insert: false,
             purge: false,
+            where_cols: Box::default(),
             token: false,
             what: what.into(),
             on: None,

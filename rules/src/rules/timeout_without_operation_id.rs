@@ -353,7 +353,9 @@ fn judge(
             let Some(write) = (sleep..*end).find(|&i| persisted(i)) else {
                 return;
             };
-            if !ids.is_empty() && region_compares(cx, *start, *end, &ids) {
+            if !ids.is_empty() && region_compares(cx, *start, *end, &ids)
+                || (*start..*end).any(|i| references_payload(cx.effs(i), &payload.names))
+            {
                 return;
             }
             labels.push(cx.label(sleep, "waits here"));
@@ -385,6 +387,15 @@ fn judge(
                     return;
                 }
                 if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
+                    return;
+                }
+                let referenced = writers.iter().any(|b| {
+                    let fx = &cx.krate.effects[b];
+                    fx.effs
+                        .iter()
+                        .any(|e| references_payload(e, &payload.names))
+                });
+                if referenced {
                     return;
                 }
                 let b = cx.krate.body(writers[0]);
@@ -459,4 +470,17 @@ fn events_compare(
 
 fn help() -> String {
     "carry the operation identity (reservation / attempt / generation id) in the payload and compare it when the timer fires, in code or in the write's `WHERE`; `#[staleguard::fenced(..)]` generates the re-read and check".to_string()
+}
+
+/// A write filtered on a column that *refers to* a payload id (`open_invoice_id = $2` for the
+/// payload's `invoice_id`): the operation's identity is compared even without an identity word.
+/// A column equal to the payload name (`seat_id = $1`) is the row key, not an identity.
+fn references_payload(effs: &[crate::kb::Eff], payload: &[String]) -> bool {
+    effs.iter().filter(|e| e.kind == K::Write).any(|e| {
+        e.where_cols.iter().any(|c| {
+            payload
+                .iter()
+                .any(|p| is_resource_id(p) && c != p && c.ends_with(&format!("_{p}")))
+        })
+    })
 }
