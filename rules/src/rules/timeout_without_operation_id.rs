@@ -188,10 +188,13 @@ fn push(v: &mut Vec<String>, s: &str) {
 }
 
 fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
-    // `tokio::spawn(async move { .. })`
+    // `tokio::spawn(async move { .. })`; a delayed closure (`run_later`) needs no sleep inside.
+    let delayed = cx
+        .eff(s, K::Spawn)
+        .is_some_and(|e| e.on.as_deref() == Some("delayed"));
     for (start, end) in regions(cx, s) {
         let payload = captured(cx, start, end);
-        judge(cx, s, &payload, &Action::Region(start, end), true, out);
+        judge(cx, s, &payload, &Action::Region(start, end), !delayed, out);
     }
     let Ev::Call(call) = &cx.body.events[s as usize].kind else {
         return;
@@ -338,8 +341,13 @@ fn judge(
     let mut notes = Vec::new();
     match action {
         Action::Region(start, end) => {
-            let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
-                return;
+            let sleep = if needs_sleep {
+                match (*start..*end).find(|&i| cx.has(i, K::Sleep)) {
+                    Some(s) => s,
+                    None => return,
+                }
+            } else {
+                *start
             };
             // A periodic task (the wait inside a loop) is a heartbeat or a sweep, not a timeout.
             let periodic = (*start..sleep).any(|j| {
