@@ -204,8 +204,9 @@ fn worth_checking(fx: &BodyEffects) -> bool {
             K::Lock | K::TxBegin | K::TxClosure | K::Claim => has[1] = true,
             K::Remote => has[2] = true,
             K::Spawn | K::Schedule => has[3] = true,
+            K::Sleep => has[4] = true,
             _ => {}
         }
     }
-    ((has[0] || has[2]) && has[1]) || has[3] || has[5]
+    ((has[0] || has[2]) && has[1]) || (has[0] && has[4]) || has[3] || has[5]
 }

@@ -68,6 +68,7 @@ declare_rule! {
 }
 
 pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    sweeps(cx, out);
     let n = cx.body.events.len() as u32;
     for s in 0..n {
         if cx.has(s, K::Spawn) {
@@ -491,4 +492,56 @@ fn references_payload(effs: &[crate::kb::Eff], payload: &[String]) -> bool {
                 .any(|p| is_resource_id(p) && c != p && c.ends_with(&format!("_{p}")))
         })
     })
+}
+
+/// A periodic sweep: a loop that waits for a tick, selects rows by their state
+/// (`WHERE status = 'held' AND expires_at < now()`), then writes each one by id alone. A row
+/// confirmed between the SELECT and the write is overwritten.
+fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let n = cx.body.events.len() as u32;
+    for l in 0..n {
+        if !matches!(cx.body.events[l as usize].kind, Ev::Enter(Region::Loop)) {
+            continue;
+        }
+        let end = region_end(cx, l);
+        let Some(tick) = (l + 1..end).find(|&i| cx.has(i, K::Sleep)) else {
+            continue;
+        };
+        for r in tick + 1..end {
+            let Some(read) = cx.eff(r, K::Read) else {
+                continue;
+            };
+            if !read.conditional || read.locking || read.table.is_none() {
+                continue;
+            }
+            let derived = crate::query::derived(cx.body, r);
+            let hit = (r + 1..end).find(|&w| {
+                cx.eff(w, K::Write)
+                    .is_some_and(|e| !e.conditional && !e.insert && !e.mem && e.table == read.table)
+                    && match &cx.body.events[w as usize].kind {
+                        Ev::Call(c) => c.all_args().any(|a| {
+                            a.paths
+                                .iter()
+                                .any(|p| derived.contains(crate::query::first(p)))
+                        }),
+                        _ => false,
+                    }
+            });
+            if let Some(w) = hit {
+                let mut d = cx.diag(
+                    &RULE,
+                    w,
+                    "sweep writes rows selected at tick start without re-checking the state it selected on".to_string(),
+                );
+                d.primary_label = Some("written by id alone".to_string());
+                d.labels.push(cx.label(tick, "waits for the tick here"));
+                d.labels.push(cx.label(r, "rows selected by state here"));
+                d.help = Some(
+                    "repeat the selection predicate in the write's `WHERE` (`.. AND status = 'held' AND expires_at < now()`) and count the rows it changed, or lock the rows with `FOR UPDATE SKIP LOCKED`".to_string(),
+                );
+                out.push(d);
+                break;
+            }
+        }
+    }
 }
