@@ -49,7 +49,10 @@ pub fn run(
             for c in &fx.callees[i].to_vec() {
                 if let Some(s) = summaries.get(c) {
                     for (kind, token, _delete, _ev, _via, e) in &s.effects {
-                        if add.iter().any(|a| a.kind == *kind && a.token == *token) {
+                        if add
+                            .iter()
+                            .any(|a| a.kind == *kind && a.token == *token && a.mem == e.mem)
+                        {
                             continue;
                         }
                         let mut e = e.clone();
@@ -189,6 +192,7 @@ fn enter_of(body: &Body) -> Vec<Option<u32>> {
 /// remote call in a transaction, a token write, or a spawned / delayed task.
 fn worth_checking(fx: &BodyEffects) -> bool {
     let mut has = [false; 6];
+    has[1] = fx.tx_param.is_some();
     for e in fx.effs.iter().flatten() {
         match e.kind {
             K::Write => {
@@ -200,8 +204,9 @@ fn worth_checking(fx: &BodyEffects) -> bool {
             K::Lock | K::TxBegin | K::TxClosure | K::Claim => has[1] = true,
             K::Remote => has[2] = true,
             K::Spawn | K::Schedule => has[3] = true,
+            K::Sleep => has[4] = true,
             _ => {}
         }
     }
-    ((has[0] || has[2]) && has[1]) || has[3] || has[5]
+    ((has[0] || has[2]) && has[1]) || (has[0] && has[4]) || has[3] || has[5]
 }

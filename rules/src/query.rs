@@ -13,6 +13,9 @@ pub struct Open {
     pub name: Option<String>,
 }
 
+/// The `Open::event` of a transaction received as a parameter.
+pub const TX_PARAM: u32 = u32::MAX;
+
 /// What is live just before an event.
 #[derive(Debug, Clone, Default)]
 pub struct State {
@@ -70,6 +73,13 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
     let bind = binders(body);
     let mut out = Vec::with_capacity(body.events.len());
     let mut cur = State::default();
+    if let Some(p) = &fx.tx_param {
+        // The transaction is open for the whole body; `TX_PARAM` marks it.
+        cur.txs.push(Open {
+            event: TX_PARAM,
+            name: Some(p.clone()),
+        });
+    }
     let mut stack: Vec<(State, bool)> = Vec::new();
     for (i, ev) in body.events.iter().enumerate() {
         out.push(cur.clone());

@@ -36,6 +36,8 @@ pub struct SqlInfo {
     /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
     pub on_conflict_nothing: bool,
     pub returning: bool,
+    /// `.. ISOLATION LEVEL SERIALIZABLE` (in `BEGIN` or `SET TRANSACTION`).
+    pub serializable: bool,
 }
 
 impl SqlInfo {
@@ -90,6 +92,7 @@ pub fn looks_like_sql(text: &str) -> bool {
         "ROLLBACK",
         "START TRANSACTION",
         "REPLACE INTO",
+        "SET TRANSACTION",
     ]
     .iter()
     .any(|k| head.starts_with(k))
@@ -206,6 +209,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         where_cols: Vec::new(),
         on_conflict_nothing: false,
         returning: false,
+        serializable: toks.iter().any(|t| t.is_kw("serializable")),
     };
     // The statement's verb: the first top-level verb after an optional WITH clause.
     let mut depth = 0i32;

@@ -21,6 +21,11 @@ impl Summary {
         self.effects.iter().any(|e| e.0 == kind)
     }
 
+    /// Writes persisted state (not only in-memory maps behind a lock).
+    pub fn persists(&self) -> bool {
+        self.effects.iter().any(|e| e.0 == K::Write && !e.5.mem)
+    }
+
     fn add(
         &mut self,
         kind: K,
@@ -33,7 +38,7 @@ impl Summary {
         if self
             .effects
             .iter()
-            .any(|e| e.0 == kind && e.1 == token && e.2 == delete)
+            .any(|e| e.0 == kind && e.1 == token && e.2 == delete && e.5.mem == eff.mem)
         {
             return false;
         }

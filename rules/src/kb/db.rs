@@ -105,7 +105,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
     }
 
     // SQL text.
-    if let Some(sql) = cx.call_sql(call) {
+    if let Some(sql) = cx.call_sql(call).filter(|s| s.kind != SqlKind::Other) {
         let executes = call
             .steps
             .iter()
@@ -168,6 +168,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
+        e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+        e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
         return Some(e);
@@ -243,6 +245,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
                 e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
                 e.delete = flast.starts_with("delete");
+                e.purge = e.delete
+                    && !where_cols.is_empty()
+                    && !where_cols.iter().any(|c| is_plain_key(c));
+                e.where_cols = where_cols.into();
                 e.token = is_token_name(&entity);
                 return Some(e);
             }
@@ -265,7 +271,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 | Class::Trait(_)
         )
     {
-        let mut e = Eff::new(K::Write, format!("runs `{head}` on an active model"));
+        let table = call
+            .recv
+            .first()
+            .and_then(|r| cx.local_modules.get(r))
+            .map(|m| normalize_table(m));
+        let mut e =
+            Eff::new(K::Write, format!("runs `{head}` on an active model")).with_table(table);
+        e.insert = head == "insert";
         e.delete = head == "delete";
         return Some(e);
     }
@@ -334,7 +347,10 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
+    e.purge =
+        e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
     e.insert = sql.kind == SqlKind::Insert;
+    e.where_cols = sql.where_cols.clone().into();
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     let _ = call;

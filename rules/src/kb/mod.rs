@@ -58,6 +58,10 @@ pub struct Eff {
     pub mem: bool,
     /// Creates a new row (`INSERT`) rather than changing one.
     pub insert: bool,
+    /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
+    pub purge: bool,
+    /// The columns a write's filter compares (SQL and ORM filters).
+    pub where_cols: Box<[String]>,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
@@ -82,6 +86,8 @@ impl Eff {
             delete: false,
             mem: false,
             insert: false,
+            purge: false,
+            where_cols: Box::default(),
             token: false,
             what: what.into(),
             on: None,
@@ -175,6 +181,8 @@ impl<T> std::ops::Index<usize> for Sparse<T> {
 pub struct BodyEffects {
     pub effs: Sparse<Eff>,
     pub callees: Sparse<BodyId>,
+    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
+    pub tx_param: Option<String>,
 }
 
 /// Per-body classification context.
@@ -189,6 +197,8 @@ pub(crate) struct Cx<'a> {
     pub lit_locals: HashMap<String, StructLit>,
     /// Guard locals and the place they lock.
     pub guard_places: HashMap<String, String>,
+    /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
+    pub local_modules: HashMap<String, String>,
 }
 
 /// Classifies every call event of a body.
@@ -203,15 +213,21 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
         str_locals: HashMap::new(),
         lit_locals: HashMap::new(),
         guard_places: HashMap::new(),
+        local_modules: HashMap::new(),
     };
+    let mut tx_param = None;
     for (name, ty) in &body.params {
         let class = types::class_of(ty, facts, file);
+        if class == Class::DbTx && tx_param.is_none() {
+            tx_param = Some(name.clone());
+        }
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
     let mut out = BodyEffects {
         effs: Sparse::new(n),
         callees: Sparse::new(n),
+        tx_param,
     };
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
@@ -240,6 +256,14 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         .find(|e| e.kind == K::Lock)
                         .and_then(|e| e.table.clone())
                 });
+                if let (Some(ty), [name]) = (&b.ty, b.names.as_slice())
+                    && let Some((module, _)) = ty.first().and_then(|t| t.rsplit_once("::"))
+                {
+                    cx.local_modules.insert(
+                        name.clone(),
+                        module.rsplit("::").next().unwrap_or(module).to_string(),
+                    );
+                }
                 for name in &b.names {
                     match &locked {
                         Some(place) => {

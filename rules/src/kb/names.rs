@@ -66,6 +66,7 @@ const OP_WORDS: &[&str] = &[
     "checkout",
     "instance",
     "shift",
+    "step",
     "cas",
 ];
 

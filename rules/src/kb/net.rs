@@ -120,7 +120,41 @@ pub(super) fn by_name(_cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         Class::Unknown(n) | Class::Trait(n) | Class::User(n) => n.as_str(),
         _ => return None,
     };
-    let place = call.recv.last().map(String::as_str).unwrap_or("");
+    // Database-shaped methods on a `client` are a database client.
+    if matches!(
+        call.head(),
+        "query"
+            | "query_one"
+            | "query_opt"
+            | "query_raw"
+            | "execute"
+            | "prepare"
+            | "prepare_cached"
+            | "batch_execute"
+            | "simple_query"
+            | "transaction"
+            | "fetch"
+            | "fetch_one"
+            | "fetch_all"
+            | "fetch_optional"
+            | "get"
+            | "set"
+            | "del"
+            | "exists"
+            | "clone"
+            | "lock"
+            | "read"
+            | "write"
+    ) {
+        return None;
+    }
+    // A field (`self.payment_gateway`) or a declared type names the client; a local merely
+    // called `client` is not evidence.
+    let place = if call.recv.len() >= 2 {
+        call.recv.last().map(String::as_str).unwrap_or("")
+    } else {
+        ""
+    };
     if is_remote_name(place) || is_remote_name(type_name) {
         return Some(Eff::new(
             K::Remote,

@@ -50,7 +50,9 @@ const MEM_WRITES: &[&str] = &[
     "push",
     "push_back",
     "push_front",
-    "entry",
+    "and_modify",
+    "or_insert",
+    "or_insert_with",
     "extend",
     "clear",
     "retain",
@@ -92,6 +94,18 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             return Some(e);
         }
         return None;
+    }
+
+    // Closures that run once after a delay (actix `run_later`, one-shot scheduler jobs).
+    if call.steps.iter().any(|s| {
+        matches!(
+            s.name.as_str(),
+            "run_later" | "new_one_shot_async" | "new_one_shot" | "spawn_after" | "call_later"
+        ) && s.args.iter().any(|a| a.closure)
+    }) {
+        let mut e = Eff::new(K::Spawn, "schedules a delayed closure");
+        e.on = Some("delayed".into());
+        return Some(e);
     }
 
     // Spawned tasks.

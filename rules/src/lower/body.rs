@@ -942,7 +942,13 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 paths(&arm.body, out, d);
             }
         }
-        Expr::Macro(m) => macros::token_paths(&m.mac.tokens, out),
+        Expr::Macro(m) => {
+            macros::token_paths(&m.mac.tokens, out);
+            // Inline format arguments: `format!("hold:{seat_id}")`.
+            if let Some(lit) = macros::first_literal(&m.mac.tokens) {
+                macros::inline_args(&lit, out);
+            }
+        }
         Expr::Range(r) => {
             if let Some(x) = &r.start {
                 paths(x, out, d);

@@ -197,3 +197,29 @@ pub fn mentions_await(tokens: &TokenStream) -> bool {
         _ => false,
     })
 }
+
+/// Identifiers captured inline by a format string: `{seat_id}`, `{order_id:?}`.
+pub fn inline_args(lit: &str, out: &mut Vec<String>) {
+    let mut rest = lit;
+    while let Some(open) = rest.find('{') {
+        rest = &rest[open + 1..];
+        if rest.starts_with('{') {
+            rest = &rest[1..];
+            continue;
+        }
+        let end = rest.find(['}', ':']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        if !name.is_empty()
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && out.len() < 64
+            && !out.iter().any(|x| x == name)
+        {
+            out.push(name.to_string());
+        }
+        rest = &rest[end..];
+    }
+}

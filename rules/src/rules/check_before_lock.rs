@@ -6,7 +6,7 @@ use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
 use crate::ir::Ev;
 use crate::kb::K;
-use crate::query;
+use crate::query::{self, TX_PARAM};
 
 declare_rule! {
     /// ### What it does
@@ -91,7 +91,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(write) = cx.eff(w, K::Write) else {
             continue;
         };
-        if write.token && write.delete {
+        // A deleted token is another rule's business; an INSERT creates a row, it does not
+        // update the one that was read.
+        if write.token && write.delete || write.insert {
             continue;
         }
         let checked = !query::tests_of(cx.body, w).is_empty();
@@ -114,7 +116,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             protections.push((l.event, "lock taken here"));
         }
         for t in &st.txs {
-            protections.push((t.event, "transaction begun here"));
+            if t.event != TX_PARAM {
+                protections.push((t.event, "transaction begun here"));
+            }
         }
         if temp {
             protections.push((w, "lock taken here"));
@@ -144,7 +148,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 let Some(read) = cx.eff(r, K::Read) else {
                     continue;
                 };
-                if !RuleCx::same_state(read.table.as_deref(), wtable) {
+                // The read must be able to reach the write (not on a path that always returns).
+                if !RuleCx::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
                     continue;
                 }
                 // In-memory state: the same lock's place, and a write computed from the read
@@ -194,16 +199,22 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if write.table.is_none() || write.insert {
             continue;
         }
-        let locked = (tx.event..w).any(|r| {
+        let from = if tx.event == TX_PARAM { 0 } else { tx.event };
+        let locked = (from..w).any(|r| {
             cx.effs(r).iter().any(|e| {
                 (e.kind == K::Read && e.locking || e.kind == K::Lock)
                     && RuleCx::same_state(e.table.as_deref(), wtable)
             })
         });
-        if locked || !st.locks.is_empty() {
+        if locked || !st.locks.is_empty() || serializable(cx, from, w) {
             continue;
         }
-        for r in (tx.event + 1..w).rev() {
+        let first = if tx.event == TX_PARAM {
+            0
+        } else {
+            tx.event + 1
+        };
+        for r in (first..w).rev() {
             if cx.detached[r as usize] {
                 continue;
             }
@@ -229,7 +240,14 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             d.labels
                 .push(cx.label(r, "state read here without `FOR UPDATE`"));
             d.labels.push(cx.label(c, "checked here"));
-            d.labels.push(cx.label(tx.event, "transaction begun here"));
+            if tx.event == TX_PARAM {
+                d.labels.push(crate::diagnostic::Label {
+                    span: cx.span(cx.body.sp),
+                    message: "the transaction is passed in here".to_string(),
+                });
+            } else {
+                d.labels.push(cx.label(tx.event, "transaction begun here"));
+            }
             d.help = Some(
                 "read the row with `SELECT .. FOR UPDATE`, or make the write conditional (`WHERE status = ..`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
                     .to_string(),
@@ -263,4 +281,21 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
         _ => false,
     }
+}
+
+/// Is the transaction `SERIALIZABLE` (`SET TRANSACTION ..`, `BEGIN ISOLATION LEVEL ..`,
+/// diesel's `.serializable()`)? Conflicting transactions then abort instead of racing.
+fn serializable(cx: &RuleCx<'_>, from: u32, to: u32) -> bool {
+    (from..to).any(|i| match &cx.body.events[i as usize].kind {
+        Ev::Call(c) => {
+            c.sql().is_some_and(|s| s.serializable)
+                || c.steps.iter().any(|s| s.name == "serializable")
+                || c.all_args().any(|a| {
+                    a.strs()
+                        .iter()
+                        .any(|s| s.to_ascii_lowercase().contains("serializable"))
+                })
+        }
+        _ => false,
+    })
 }

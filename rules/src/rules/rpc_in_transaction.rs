@@ -76,15 +76,23 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             Some(_) => "called inside the transaction".to_string(),
             None => format!("{} inside the transaction", remote.what),
         });
-        let closure = cx.has(tx.event, K::TxClosure);
-        d.labels.push(cx.label(
-            tx.event,
-            if closure {
-                "transaction closure begins here"
-            } else {
-                "transaction begun here"
-            },
-        ));
+        if tx.event == crate::query::TX_PARAM {
+            d.labels.push(crate::diagnostic::Label {
+                span: cx.span(cx.body.sp),
+                message: "the transaction is passed in here".to_string(),
+            });
+        }
+        let closure = tx.event != crate::query::TX_PARAM && cx.has(tx.event, K::TxClosure);
+        if tx.event != crate::query::TX_PARAM {
+            d.labels.push(cx.label(
+                tx.event,
+                if closure {
+                    "transaction closure begins here"
+                } else {
+                    "transaction begun here"
+                },
+            ));
+        }
         d.help = Some(
             "commit first (persist the intent as PROCESSING), make the remote call outside the transaction, then record the outcome; `#[staleguard::idempotent(..)]` generates this shape"
                 .to_string(),

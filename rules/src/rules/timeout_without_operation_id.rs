@@ -68,6 +68,7 @@ declare_rule! {
 }
 
 pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    sweeps(cx, out);
     let n = cx.body.events.len() as u32;
     for s in 0..n {
         if cx.has(s, K::Spawn) {
@@ -188,10 +189,13 @@ fn push(v: &mut Vec<String>, s: &str) {
 }
 
 fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
-    // `tokio::spawn(async move { .. })`
+    // `tokio::spawn(async move { .. })`; a delayed closure (`run_later`) needs no sleep inside.
+    let delayed = cx
+        .eff(s, K::Spawn)
+        .is_some_and(|e| e.on.as_deref() == Some("delayed"));
     for (start, end) in regions(cx, s) {
         let payload = captured(cx, start, end);
-        judge(cx, s, &payload, &Action::Region(start, end), true, out);
+        judge(cx, s, &payload, &Action::Region(start, end), !delayed, out);
     }
     let Ev::Call(call) = &cx.body.events[s as usize].kind else {
         return;
@@ -338,8 +342,13 @@ fn judge(
     let mut notes = Vec::new();
     match action {
         Action::Region(start, end) => {
-            let Some(sleep) = (*start..*end).find(|&i| cx.has(i, K::Sleep)) else {
-                return;
+            let sleep = if needs_sleep {
+                match (*start..*end).find(|&i| cx.has(i, K::Sleep)) {
+                    Some(s) => s,
+                    None => return,
+                }
+            } else {
+                *start
             };
             // A periodic task (the wait inside a loop) is a heartbeat or a sweep, not a timeout.
             let periodic = (*start..sleep).any(|j| {
@@ -349,10 +358,13 @@ fn judge(
             if periodic {
                 return;
             }
-            let Some(write) = (sleep..*end).find(|&i| cx.has(i, K::Write)) else {
+            let persisted = |i: u32| cx.effs(i).iter().any(|e| e.kind == K::Write && !e.mem);
+            let Some(write) = (sleep..*end).find(|&i| persisted(i)) else {
                 return;
             };
-            if !ids.is_empty() && region_compares(cx, *start, *end, &ids) {
+            if !ids.is_empty() && region_compares(cx, *start, *end, &ids)
+                || (*start..*end).any(|i| references_payload(cx.effs(i), &payload.names))
+            {
                 return;
             }
             labels.push(cx.label(sleep, "waits here"));
@@ -365,7 +377,7 @@ fn judge(
             let writers: Vec<BodyId> = bodies
                 .iter()
                 .copied()
-                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Write)))
+                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.persists()))
                 .collect();
             if needs_sleep
                 && !bodies
@@ -384,6 +396,15 @@ fn judge(
                     return;
                 }
                 if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
+                    return;
+                }
+                let referenced = writers.iter().any(|b| {
+                    let fx = &cx.krate.effects[b];
+                    fx.effs
+                        .iter()
+                        .any(|e| references_payload(e, &payload.names))
+                });
+                if referenced {
                     return;
                 }
                 let b = cx.krate.body(writers[0]);
@@ -458,4 +479,69 @@ fn events_compare(
 
 fn help() -> String {
     "carry the operation identity (reservation / attempt / generation id) in the payload and compare it when the timer fires, in code or in the write's `WHERE`; `#[staleguard::fenced(..)]` generates the re-read and check".to_string()
+}
+
+/// A write filtered on a column that *refers to* a payload id (`open_invoice_id = $2` for the
+/// payload's `invoice_id`): the operation's identity is compared even without an identity word.
+/// A column equal to the payload name (`seat_id = $1`) is the row key, not an identity.
+fn references_payload(effs: &[crate::kb::Eff], payload: &[String]) -> bool {
+    effs.iter().filter(|e| e.kind == K::Write).any(|e| {
+        e.where_cols.iter().any(|c| {
+            payload
+                .iter()
+                .any(|p| is_resource_id(p) && c != p && c.ends_with(&format!("_{p}")))
+        })
+    })
+}
+
+/// A periodic sweep: a loop that waits for a tick, selects rows by their state
+/// (`WHERE status = 'held' AND expires_at < now()`), then writes each one by id alone. A row
+/// confirmed between the SELECT and the write is overwritten.
+fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let n = cx.body.events.len() as u32;
+    for l in 0..n {
+        if !matches!(cx.body.events[l as usize].kind, Ev::Enter(Region::Loop)) {
+            continue;
+        }
+        let end = region_end(cx, l);
+        let Some(tick) = (l + 1..end).find(|&i| cx.has(i, K::Sleep)) else {
+            continue;
+        };
+        for r in tick + 1..end {
+            let Some(read) = cx.eff(r, K::Read) else {
+                continue;
+            };
+            if !read.conditional || read.locking || read.table.is_none() {
+                continue;
+            }
+            let derived = crate::query::derived(cx.body, r);
+            let hit = (r + 1..end).find(|&w| {
+                cx.eff(w, K::Write)
+                    .is_some_and(|e| !e.conditional && !e.insert && !e.mem && e.table == read.table)
+                    && match &cx.body.events[w as usize].kind {
+                        Ev::Call(c) => c.all_args().any(|a| {
+                            a.paths
+                                .iter()
+                                .any(|p| derived.contains(crate::query::first(p)))
+                        }),
+                        _ => false,
+                    }
+            });
+            if let Some(w) = hit {
+                let mut d = cx.diag(
+                    &RULE,
+                    w,
+                    "sweep writes rows selected at tick start without re-checking the state it selected on".to_string(),
+                );
+                d.primary_label = Some("written by id alone".to_string());
+                d.labels.push(cx.label(tick, "waits for the tick here"));
+                d.labels.push(cx.label(r, "rows selected by state here"));
+                d.help = Some(
+                    "repeat the selection predicate in the write's `WHERE` (`.. AND status = 'held' AND expires_at < now()`) and count the rows it changed, or lock the rows with `FOR UPDATE SKIP LOCKED`".to_string(),
+                );
+                out.push(d);
+                break;
+            }
+        }
+    }
 }

@@ -3,7 +3,9 @@
 
 use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
+use crate::ir::Ev;
 use crate::kb::{Eff, K};
+use crate::query;
 
 declare_rule! {
     /// ### What it does
@@ -51,8 +53,11 @@ declare_rule! {
     };
 }
 
+/// A deletion or consumption of a token: `DEL`, `GETDEL`, `DELETE`, or an `UPDATE` of the token
+/// row (`SET used_at = now()`); a claim followed by a completion or a release is told apart
+/// later by the write that follows it.
 fn is_delete(e: &Eff) -> bool {
-    e.token && e.kind == K::Write && (e.delete || (e.what.contains("UPDATE") && !e.conditional))
+    !e.purge && e.token && e.kind == K::Write && (e.delete || e.what.contains("UPDATE"))
 }
 
 /// A side effect the token guards: a remote call, or a write that is not to the token itself
@@ -69,6 +74,8 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Opti
     };
     cx.effs(i).iter().find(|e| match e.kind {
         K::Remote => true,
+        // Deleting other tokens (a cleanup cascade) is not an effect a token guards.
+        K::Write if e.token && e.delete => false,
         K::Write => {
             let mark = e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref());
             !(mark || same_tx(token_at, i))
@@ -103,9 +110,12 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if restored {
             continue;
         }
-        // Deleted before the effect.
+        // Deleted before the effect it guards: the deletion is the claim (its result is tested or
+        // used, or the token was checked before), and an effect follows on the same path.
         let end = cx.reach_end(d);
-        if let Some((e, eff)) = (d + 1..end).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
+        if guards(cx, d, del)
+            && let Some((e, eff)) =
+                (d + 1..end).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
         {
             let mut diag = cx.diag(
                 &RULE,
@@ -155,6 +165,41 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(diag);
         }
     }
+}
+
+/// Does the deletion at `d` stand guard over what follows? Its result is tested, returned rows
+/// are used, the token was checked before, or configuration says it is a token delete. A bare
+/// `DELETE FROM sessions ..` on logout guards nothing.
+fn guards(cx: &RuleCx<'_>, d: u32, del: &Eff) -> bool {
+    if !query::tests_of(cx.body, d).is_empty() || del.what.contains("configured") {
+        return true;
+    }
+    if let Ev::Call(c) = &cx.body.events[d as usize].kind
+        && c.steps.iter().any(|s| {
+            matches!(
+                s.name.as_str(),
+                "fetch_one" | "fetch_optional" | "get_result" | "one" | "query_one" | "query_opt"
+            )
+        })
+    {
+        return true;
+    }
+    let derived = query::derived(cx.body, d);
+    let used = cx.body.events[d as usize + 1..]
+        .iter()
+        .any(|e| match &e.kind {
+            Ev::Call(c) => c
+                .all_args()
+                .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))),
+            _ => false,
+        });
+    used || (0..d).any(|c| {
+        cx.effs(c).iter().any(|e| {
+            e.kind == K::Read
+                && e.token
+                && RuleCx::same_state(e.table.as_deref(), del.table.as_deref())
+        })
+    })
 }
 
 fn help() -> String {
