@@ -8,11 +8,15 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
+use serde_json::{Value, json};
 use staleguard::lease::LeaseStore;
 use staleguard_example_shop::seats::{HoldRequest, release_reservation_fenced};
 use staleguard_example_shop::vouchers::{RedeemError, Redeemed};
 use staleguard_example_shop::{AppState, ShopError, checkout, orders, psp_stub, seats, vouchers};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// The payment provider is a closed local port: every gateway call ends without an answer.
 async fn app() -> AppState {
@@ -277,6 +281,68 @@ async fn idempotent_redeem_credits_once_and_replays_the_stored_answer() {
     // no voucher and answered `UnknownVoucher`).
     let again = redeem(&app, &token).await.unwrap();
     assert_eq!(again, first);
+}
+
+/// A provider that counts credits and holds each one until the test releases it.
+#[derive(Default)]
+struct GatedPsp {
+    credits: AtomicUsize,
+    arrived: Notify,
+    release: Notify,
+}
+
+async fn gated_credit(
+    State(psp): State<Arc<GatedPsp>>,
+    Json(req): Json<psp_stub::StubRequest>,
+) -> Json<Value> {
+    psp.credits.fetch_add(1, Ordering::SeqCst);
+    psp.arrived.notify_one();
+    psp.release.notified().await;
+    Json(json!({ "id": format!("credit-{}", req.reference) }))
+}
+
+async fn gated_psp() -> (String, Arc<GatedPsp>) {
+    let psp = Arc::new(GatedPsp::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = Router::new()
+        .route("/psp/credits", post(gated_credit))
+        .with_state(psp.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (format!("http://{addr}/psp"), psp)
+}
+
+#[tokio::test]
+async fn idempotent_redeem_duplicates_in_flight_get_in_progress_and_the_credit_happens_once() {
+    let (url, psp) = gated_psp().await;
+    let app = app_with_psp(&url).await;
+    let token = issue(&app, 800).await;
+
+    // The first redemption reaches the provider and is held there.
+    let first = tokio::spawn({
+        let app = app.clone();
+        let token = token.clone();
+        async move { redeem(&app, &token).await }
+    });
+    psp.arrived.notified().await;
+
+    // Duplicates arriving meanwhile are told "in progress" and never reach the provider.
+    for _ in 0..8 {
+        match redeem(&app, &token).await {
+            Err(RedeemError::Idempotency { status: 409, .. }) => {}
+            other => panic!("expected in progress, got {other:?}"),
+        }
+    }
+    assert!(voucher_left(&app, &token).await);
+
+    psp.release.notify_one();
+    let redeemed = first.await.unwrap().unwrap();
+    assert_eq!(redeemed.amount_cents, 800);
+    assert!(!voucher_left(&app, &token).await);
+
+    // Later duplicates get the stored answer.
+    assert_eq!(redeem(&app, &token).await.unwrap(), redeemed);
+    assert_eq!(psp.credits.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
