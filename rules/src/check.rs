@@ -40,7 +40,7 @@ pub fn run(
             kb::classify_body(&facts, knowledge, id.file, by_id[id]),
         );
     }
-    let summaries = summary::summarize(&ids, &by_id, &effects);
+    let summaries = summary::summarize(&facts, &ids, &by_id, &effects);
     // Call sites gain their callees' effects.
     for id in &ids {
         let fx = effects.get_mut(id).expect("effects exist");

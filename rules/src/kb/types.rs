@@ -72,6 +72,11 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
         Some((p, b)) if p == "dyn" || p == "impl" => (p, b),
         _ => ("", head.as_str()),
     };
+    if let Some(target) = facts.aliases.get(last(bare))
+        && target.first().is_some_and(|t| last(t) != last(bare))
+    {
+        return class_of(target, facts, file);
+    }
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
     let name = last(bare).to_string();
