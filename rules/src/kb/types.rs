@@ -61,6 +61,10 @@ fn last(s: &str) -> &str {
 
 /// Classifies a declared type.
 pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
+    class_of_at(ty, facts, file, 0)
+}
+
+fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     let mut i = 0;
     while i < ty.len() && WRAPPERS.contains(&last(&ty[i])) {
         i += 1;
@@ -73,9 +77,9 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
         _ => ("", head.as_str()),
     };
     if let Some(target) = facts.aliases.get(last(bare))
-        && target.first().is_some_and(|t| last(t) != last(bare))
+        && depth < 8
     {
-        return class_of(target, facts, file);
+        return class_of_at(target, facts, file, depth + 1);
     }
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
