@@ -26,6 +26,11 @@ pub enum Class {
     Channel,
     /// Plain in-memory collection.
     Collection,
+    /// A concurrent map with per-shard locks (`DashMap`, `DashSet`, `scc::HashMap`): `get` reads
+    /// under a short read lock, `get_mut` / `entry` hand out a write guard.
+    ConcurrentMap,
+    /// A distributed lock manager (`rslock::LockManager`, redlock): `lock(..)` takes a lease.
+    DistLock,
     DelayQueue,
     /// A struct of the crate.
     User(String),
@@ -103,6 +108,19 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     }
     if lower.contains("delayqueue") {
         return Class::DelayQueue;
+    }
+    if (lower.contains("dashmap") || lower.contains("dashset") || lower.contains("scc::"))
+        && !rest_has("mutex")
+        && !rest_has("rwlock")
+    {
+        return Class::ConcurrentMap;
+    }
+    if lower.contains("lockmanager")
+        || lower.contains("redlock")
+        || lower.contains("rslock")
+        || lower.contains("distributedlock")
+    {
+        return Class::DistLock;
     }
     if [
         "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
