@@ -2,15 +2,17 @@
 //!
 //! ```text
 //! async fn charge(..) -> Result<T, E> {
+//!     let response = response_codec::<T>();     // `T: Serialize + DeserializeOwned`, on `T`
+//!     let error = error_codec::<E>();           // `E: Classify + ..`, on `E`: checked once
 //!     let engine = <store>;                      // cloned, so no borrow is held
 //!     let call = key + tenant + fingerprint;     // evaluated before the body moves anything
-//!     let guard = match begin(engine, call) {    // one store round trip
+//!     let guard = match begin(engine, call, ..) { // one store round trip
 //!         Continue(guard) => guard,
 //!         Break(result) => return result,        // replay, in progress, mismatch, missing key
 //!     };
 //!     let claim = guard.handle();                // when `claim = claim` is given
 //!     let result = (async || -> Result<T, E> { <the original body> })().await;
-//!     guard.finish(result).await                 // compare-and-set on (key, fence, owner)
+//!     guard.finish_with(result, ..).await        // compare-and-set on (key, fence, owner)
 //! }
 //! ```
 
@@ -88,15 +90,17 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
         ),
         None => (quote!(), quote!()),
     };
-    let assert_response = quote_spanned!(ok.span()=> let _ = #private::assert_response::<#stored>;);
-    let assert_error = quote_spanned!(err.span()=> let _ = #private::assert_error::<#err>;);
+    // The handler's trait requirements are checked here, once, on the user's own `T` and `E`;
+    // everything after uses the codecs and has no bounds left to fail.
+    let response_codec = quote_spanned!(stored.span()=> #private::response_codec::<#stored>());
+    let error_codec = quote_spanned!(err.span()=> #private::error_codec::<#err>());
     let engine = quote_spanned!(store.span()=> #private::engine(&(#store)));
     let key_source = quote_spanned!(key.span()=> #private::IdempotencyKey::from_source(&(#key))?);
     let body = &model.function.block;
 
     let block = quote! {{
-        #assert_response
-        #assert_error
+        let __sg_response = #response_codec;
+        let __sg_error = #error_codec;
         let __sg_engine = #engine;
         let __sg_call = (|| -> ::core::result::Result<#rt::Call, #rt::IdempotencyError> {
             let __sg_key = #key_source;
@@ -110,14 +114,14 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             #failed
             ::core::result::Result::Ok(__sg_call)
         })();
-        let __sg_guard = match #private::begin::<_, #stored, #err>(&__sg_engine, __sg_call).await {
+        let __sg_guard = match #private::begin(&__sg_engine, __sg_call, &__sg_response, &__sg_error).await {
             ::core::ops::ControlFlow::Continue(__sg_guard) => __sg_guard,
             ::core::ops::ControlFlow::Break(__sg_result) => return __sg_result #wrap,
         };
         #claim
         let __sg_result: ::core::result::Result<#ok, #err> =
             (async || -> ::core::result::Result<#ok, #err> #body)().await;
-        __sg_guard.finish(__sg_result #unwrap).await #wrap
+        __sg_guard.finish_with(__sg_result #unwrap, &__sg_response, &__sg_error).await #wrap
     }};
     let mut function = model.function.clone();
     match syn::parse2(block) {

@@ -1,6 +1,6 @@
 //! What `#[idempotent]` expands into. Not a public API: names and shapes change freely.
 
-use super::engine::{AsIdempotency, Begun, Call, Guard, Idempotency};
+use super::engine::{AsIdempotency, Begun, Call, ErrorCodec, Guard, Idempotency, ResponseCodec};
 use super::error::IdempotencyError;
 use super::fingerprint::Fingerprinter;
 use super::store::IdempotencyStore;
@@ -17,35 +17,49 @@ pub fn engine<A: AsIdempotency + ?Sized>(a: &A) -> Idempotency<A::Store> {
 }
 
 /// Claims, and returns either the guard (run the body) or the handler's final result (replay,
-/// or an idempotency error converted into the handler's error type).
+/// or an idempotency error converted into the handler's error type). No trait bounds: they were
+/// checked once, where the codecs were built, so a misuse is reported once, on the user's type.
 pub async fn begin<S, T, E>(
     engine: &Idempotency<S>,
     call: Result<Call, IdempotencyError>,
+    response: &ResponseCodec<T>,
+    error: &ErrorCodec<E>,
 ) -> ControlFlow<Result<T, E>, Guard<S>>
 where
     S: IdempotencyStore,
-    T: DeserializeOwned,
-    E: DeserializeOwned + From<IdempotencyError>,
 {
     let outcome = match call {
         Ok(call) => engine.begin(call).await,
         Err(e) => Err(e),
     };
+    let from = error.from;
     let codec = |e: serde_json::Error| {
-        E::from(IdempotencyError::Codec {
+        from(IdempotencyError::Codec {
             reason: e.to_string(),
         })
     };
     match outcome {
         Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
-        Ok(Begun::Replay(Ok(body))) => {
-            ControlFlow::Break(serde_json::from_str::<T>(&body).map_err(codec))
-        }
+        Ok(Begun::Replay(Ok(body))) => ControlFlow::Break((response.decode)(&body).map_err(codec)),
         Ok(Begun::Replay(Err(body))) => {
-            ControlFlow::Break(Err(serde_json::from_str::<E>(&body).unwrap_or_else(codec)))
+            ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
         }
-        Err(e) => ControlFlow::Break(Err(E::from(e))),
+        Err(e) => ControlFlow::Break(Err(from(e))),
     }
+}
+
+/// The response's codec; requires `T: Serialize + DeserializeOwned` (spanned on the user's `T`).
+pub fn response_codec<T: Serialize + DeserializeOwned>() -> ResponseCodec<T> {
+    ResponseCodec::new()
+}
+
+/// The error's codec; requires `E: Classify + Serialize + DeserializeOwned +
+/// From<IdempotencyError>` (spanned on the user's `E`).
+pub fn error_codec<E>() -> ErrorCodec<E>
+where
+    E: super::failure::Classify + Serialize + DeserializeOwned + From<IdempotencyError>,
+{
+    ErrorCodec::new()
 }
 
 /// Part of the default fingerprint: an argument binding. Serializable bindings are hashed
@@ -73,15 +87,4 @@ impl<T: ?Sized> ViaSkip for &Part<'_, T> {
 /// Explicitly named fingerprint fields must be serializable.
 pub fn add_field<T: Serialize + ?Sized>(fp: &mut Fingerprinter, label: &str, value: &T) {
     fp.add(label, value);
-}
-
-/// Compile-time check that the handler's response can be stored and replayed.
-pub fn assert_response<T: Serialize + DeserializeOwned>() {}
-
-/// Compile-time check that the handler's error can be classified, stored and replayed, and
-/// can carry idempotency errors.
-pub fn assert_error<E>()
-where
-    E: super::failure::Classify + Serialize + DeserializeOwned + From<IdempotencyError>,
-{
 }

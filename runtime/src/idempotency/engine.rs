@@ -10,6 +10,7 @@ use super::record::{Attempt, ClaimRequest, Outcome, Record, State, Transition};
 use super::store::IdempotencyStore;
 use super::token;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -334,28 +335,43 @@ impl<S: IdempotencyStore> Guard<S> {
     /// `Err(Fenced)` for a success and its own error otherwise; nothing is written.
     pub async fn finish<T, E>(self, result: Result<T, E>) -> Result<T, E>
     where
-        T: Serialize,
-        E: Serialize + Classify + From<IdempotencyError>,
+        T: Serialize + DeserializeOwned,
+        E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
     {
+        self.finish_with(result, &ResponseCodec::new(), &ErrorCodec::new())
+            .await
+    }
+
+    /// [`finish`](Self::finish) with the codecs built once (what the macro expands into).
+    pub async fn finish_with<T, E>(
+        self,
+        result: Result<T, E>,
+        response: &ResponseCodec<T>,
+        error: &ErrorCodec<E>,
+    ) -> Result<T, E> {
         let span = tracing::info_span!(
             "idempotency.complete",
             handler = %self.handle.key.handler,
             key = %self.handle.key.key,
             fence = self.handle.fence,
         );
-        self.finish_inner(result).instrument(span).await
+        self.finish_inner(result, response, error)
+            .instrument(span)
+            .await
     }
 
-    async fn finish_inner<T, E>(self, result: Result<T, E>) -> Result<T, E>
-    where
-        T: Serialize,
-        E: Serialize + Classify + From<IdempotencyError>,
-    {
+    async fn finish_inner<T, E>(
+        self,
+        result: Result<T, E>,
+        response: &ResponseCodec<T>,
+        error_codec: &ErrorCodec<E>,
+    ) -> Result<T, E> {
         let store = &self.handle.engine.inner.store;
         let attempt = self.handle.attempt();
+        let from = error_codec.from;
         match result {
             Ok(value) => {
-                let body = match serde_json::to_string(&value) {
+                let body = match (response.encode)(&value) {
                     Ok(body) => body,
                     Err(e) => {
                         let reason = format!("response could not be serialized: {e}");
@@ -364,7 +380,7 @@ impl<S: IdempotencyStore> Guard<S> {
                         let _ = store
                             .finish(&attempt, Outcome::Unknown(&note), self.retention_ms)
                             .await;
-                        return Err(E::from(IdempotencyError::Codec { reason }));
+                        return Err(from(IdempotencyError::Codec { reason }));
                     }
                 };
                 match store
@@ -374,14 +390,14 @@ impl<S: IdempotencyStore> Guard<S> {
                     Ok(Transition::Applied) => Ok(value),
                     Ok(Transition::Fenced) => {
                         tracing::warn!("idempotency fenced: completion rejected");
-                        Err(E::from(IdempotencyError::Fenced))
+                        Err(from(IdempotencyError::Fenced))
                     }
-                    Err(e) => Err(E::from(IdempotencyError::Store(e))),
+                    Err(e) => Err(from(IdempotencyError::Store(e))),
                 }
             }
             Err(error) => {
-                let kind = error.classify();
-                let body = serde_json::to_string(&error).unwrap_or_else(|_| "null".to_owned());
+                let kind = (error_codec.classify)(&error);
+                let body = (error_codec.encode)(&error).unwrap_or_else(|_| "null".to_owned());
                 let outcome = match kind {
                     FailureKind::Retryable => Outcome::Release,
                     FailureKind::Permanent => Outcome::Failed(&body),
@@ -401,6 +417,63 @@ impl<S: IdempotencyStore> Guard<S> {
                 Err(error)
             }
         }
+    }
+}
+
+type Encode<X> = fn(&X) -> Result<String, serde_json::Error>;
+type Decode<X> = fn(&str) -> Result<X, serde_json::Error>;
+
+/// How a handler's response is stored and replayed: its trait bounds checked once, kept as
+/// function pointers.
+pub struct ResponseCodec<T> {
+    pub(crate) encode: Encode<T>,
+    pub(crate) decode: Decode<T>,
+}
+
+impl<T: Serialize + DeserializeOwned> ResponseCodec<T> {
+    pub fn new() -> Self {
+        ResponseCodec {
+            encode: |v: &T| serde_json::to_string(v),
+            decode: |s: &str| serde_json::from_str(s),
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Default for ResponseCodec<T> {
+    fn default() -> Self {
+        ResponseCodec::new()
+    }
+}
+
+/// How a handler's error is classified, stored, replayed and built from an
+/// [`IdempotencyError`]: its trait bounds checked once, kept as function pointers.
+pub struct ErrorCodec<E> {
+    pub(crate) encode: Encode<E>,
+    pub(crate) decode: Decode<E>,
+    pub(crate) classify: fn(&E) -> FailureKind,
+    pub(crate) from: fn(IdempotencyError) -> E,
+}
+
+impl<E> ErrorCodec<E>
+where
+    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
+{
+    pub fn new() -> Self {
+        ErrorCodec {
+            encode: |e: &E| serde_json::to_string(e),
+            decode: |s: &str| serde_json::from_str(s),
+            classify: |e: &E| e.classify(),
+            from: E::from,
+        }
+    }
+}
+
+impl<E> Default for ErrorCodec<E>
+where
+    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
+{
+    fn default() -> Self {
+        ErrorCodec::new()
     }
 }
 

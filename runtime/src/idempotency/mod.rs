@@ -51,7 +51,8 @@ pub mod __private;
 pub mod axum;
 
 pub use engine::{
-    AsIdempotency, Begun, Call, ClaimHandle, Config, FailedPolicy, Guard, Idempotency,
+    AsIdempotency, Begun, Call, ClaimHandle, Config, ErrorCodec, FailedPolicy, Guard, Idempotency,
+    ResponseCodec,
 };
 pub use error::IdempotencyError;
 pub use failure::{Classify, FailureKind};
