@@ -73,7 +73,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     }
     // An awaited call handed a remote client: `stripe::PaymentIntent::create(&self.stripe, ..)`.
     let client_arg = call.steps.iter().filter(|s| s.awaited).flat_map(|s| &s.args).any(|a| {
-        a.paths.first().is_some_and(|p| {
+        // The argument is the client itself (`&self.stripe`), not a call built from it.
+        a.ev.is_none() && a.paths.len() == 1 && a.paths.first().is_some_and(|p| {
             let parts: Vec<String> = p.split('.').map(str::to_string).collect();
             matches!(
                 cx.place_class(&parts),
