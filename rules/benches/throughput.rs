@@ -81,6 +81,26 @@ fn lower_one(a: &Analyzer, p: &Path) -> Option<LoweredFile> {
     Some(a.lower(&p.display().to_string(), &text))
 }
 
+/// Process CPU time (user + system) from `/proc/self/stat`, in seconds; 0 where unavailable.
+/// Wall-clock figures on a shared machine include other processes' load; CPU time does not.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields 14 and 15 of the whole line are the 12th and 13th after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn floor(sets: &[Arc<Vec<PathBuf>>], threads: usize) -> Duration {
     let t = Instant::now();
     for files in sets {
@@ -141,15 +161,27 @@ fn main() {
         let mut best_full = Duration::MAX;
         let mut findings = 0;
         let mut check_part = Duration::ZERO;
+        let (mut cpu_floor, mut cpu_full) = (f64::MAX, f64::MAX);
         for _ in 0..rounds {
             // Interleave so both see the same machine load.
+            let c0 = cpu_seconds();
             best_floor = best_floor.min(floor(&sets, threads));
+            let c1 = cpu_seconds();
             let (t, c, n) = full(&sets, threads);
+            let c2 = cpu_seconds();
+            cpu_floor = cpu_floor.min(c1 - c0);
+            cpu_full = cpu_full.min(c2 - c1);
             if t < best_full {
                 best_full = t;
                 check_part = c;
             }
             findings = n;
+        }
+        if cpu_floor > 0.0 {
+            println!(
+                "{threads} thread(s): CPU floor {cpu_floor:.2}s, CPU full {cpu_full:.2}s, CPU ratio {:.3}",
+                cpu_full / cpu_floor
+            );
         }
         println!(
             "{threads} thread(s): floor {:.2}s, full {:.2}s (check {:.2}s), ratio {:.3} ({findings} findings)",

@@ -40,12 +40,37 @@ pub fn run(
             kb::classify_body(&facts, knowledge, id.file, by_id[id]),
         );
     }
-    let summaries = summary::summarize(&ids, &by_id, &effects);
+    let summaries = summary::summarize(&facts, &ids, &by_id, &effects);
+    // The project's own transaction helpers: fns that hand a closure to a transaction.
+    let tx_helpers: std::collections::HashSet<BodyId> = ids
+        .iter()
+        .copied()
+        .filter(|id| {
+            effects[id]
+                .effs
+                .iter()
+                .flatten()
+                .any(|e| e.kind == K::TxClosure)
+        })
+        .collect();
     // Call sites gain their callees' effects.
     for id in &ids {
         let fx = effects.get_mut(id).expect("effects exist");
         for i in 0..fx.callees.len() {
             let mut add: Vec<Eff> = Vec::new();
+            let closure_arg =
+                matches!(&by_id[id].events[i].kind, Ev::Call(c) if c.all_args().any(|a| a.closure));
+            if closure_arg && fx.callees[i].iter().any(|c| tx_helpers.contains(c)) {
+                let mut e = Eff::new(
+                    K::TxClosure,
+                    "runs a transaction closure (through a crate helper)",
+                );
+                e.via = fx.callees[i]
+                    .iter()
+                    .copied()
+                    .find(|c| tx_helpers.contains(c));
+                add.push(e);
+            }
             for c in &fx.callees[i].to_vec() {
                 if let Some(s) = summaries.get(c) {
                     for (kind, token, _delete, _ev, _via, e) in &s.effects {

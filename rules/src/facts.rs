@@ -30,6 +30,8 @@ pub struct Facts {
     pub by_type: HashMap<String, Vec<BodyId>>,
     /// Bodies by the (last segment of the) types their non-`self` parameters mention.
     pub taking: HashMap<String, Vec<BodyId>>,
+    /// `type Alias = Target;` across the crate.
+    pub aliases: HashMap<String, TypeRef>,
     /// Per file: `use` aliases.
     pub uses: Vec<HashMap<String, String>>,
 }
@@ -48,6 +50,9 @@ impl Facts {
             }
             for (name, s) in &file.facts.str_consts {
                 f.str_consts.insert(name.clone(), s.clone());
+            }
+            for (a, ty) in &file.facts.aliases {
+                f.aliases.insert(a.clone(), ty.clone());
             }
             for (t, ty) in &file.facts.trait_impls {
                 f.trait_impls.entry(t.clone()).or_default().push(ty.clone());

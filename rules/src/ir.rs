@@ -45,6 +45,8 @@ pub struct FileFacts {
     pub str_consts: Vec<(String, String)>,
     /// `impl Trait for Type` pairs.
     pub trait_impls: Vec<(String, String)>,
+    /// `type Alias = Target;`
+    pub aliases: Vec<(String, TypeRef)>,
 }
 
 /// One function, method or trait default method.

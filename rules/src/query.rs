@@ -147,6 +147,19 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
                         _ => {}
                     }
                 }
+                // `locks.unlock(&guard)` / `lease.release(guard)` ends a guard's life.
+                if let Ev::Call(c) = &ev.kind
+                    && c.steps
+                        .iter()
+                        .any(|s| matches!(s.name.as_str(), "unlock" | "release" | "release_lock"))
+                {
+                    let args: Vec<&str> = c
+                        .all_args()
+                        .flat_map(|a| a.paths.iter().map(|p| first(p)))
+                        .collect();
+                    cur.locks
+                        .retain(|o| !o.name.as_deref().is_some_and(|n| args.contains(&n)));
+                }
                 // An un-bound redis lock (`SET lock:x NX`) holds until the end of the body.
                 if held.is_none()
                     && fx.effs[i]

@@ -2,7 +2,7 @@
 //! operations, locks and transactions it hands back), propagated along the call graph to a
 //! fixpoint, with the evidence chain kept for diagnostic notes.
 
-use crate::facts::BodyId;
+use crate::facts::{BodyId, Facts};
 use crate::ir::Body;
 use crate::kb::{BodyEffects, Eff, K};
 use crate::query;
@@ -49,8 +49,14 @@ impl Summary {
 }
 
 /// Which direct effects a body exports to its callers.
-fn exported(kind: K, body: &Body) -> bool {
-    let ret = body.ret.join(" ").to_ascii_lowercase();
+fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
+    let mut ret = body.ret.join(" ").to_ascii_lowercase();
+    for t in &body.ret {
+        if let Some(target) = facts.aliases.get(t.rsplit("::").next().unwrap_or(t)) {
+            ret.push(' ');
+            ret.push_str(&target.join(" ").to_ascii_lowercase());
+        }
+    }
     match kind {
         K::Remote | K::Read | K::Write | K::Claim | K::Sleep => true,
         K::Lock => ["guard", "lock", "lease", "permit"]
@@ -64,6 +70,7 @@ fn exported(kind: K, body: &Body) -> bool {
 /// Computes every body's summary: direct effects first, then callee effects along call edges
 /// with a worklist until nothing changes.
 pub fn summarize(
+    facts: &Facts,
     ids: &[BodyId],
     bodies: &HashMap<BodyId, &Body>,
     effects: &HashMap<BodyId, BodyEffects>,
@@ -82,7 +89,7 @@ pub fn summarize(
                 continue;
             }
             for e in effs {
-                if exported(e.kind, body) {
+                if exported(e.kind, body, facts) {
                     s.add(e.kind, e.token, e.delete, i as u32, None, e);
                 }
             }
@@ -117,9 +124,9 @@ pub fn summarize(
             if let Some(cs) = sums.get(c) {
                 for e in &cs.effects {
                     let ok = if matches!(e.0, K::Lock | K::TxBegin) {
-                        exported(e.0, bodies[c]) && exported(e.0, body)
+                        exported(e.0, bodies[c], facts) && exported(e.0, body, facts)
                     } else {
-                        exported(e.0, body)
+                        exported(e.0, body, facts)
                     };
                     if ok {
                         add.push((e.0, e.1, e.2, *i, *c, e.5.clone()));

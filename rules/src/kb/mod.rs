@@ -658,14 +658,12 @@ impl Cx<'_> {
                 out.dedup();
                 out
             }
-            Class::Unknown(_) => {
-                // A method defined once in the crate, on a receiver of unknown type.
-                match self.facts.methods_named.get(&step.name) {
-                    Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
-                    _ => Vec::new(),
-                }
-            }
-            _ => Vec::new(),
+            // A method defined once in the crate (an extension trait on a library type, or a
+            // receiver of unknown type).
+            _ => match self.facts.methods_named.get(&step.name) {
+                Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
+                _ => Vec::new(),
+            },
         }
     }
 

@@ -75,7 +75,14 @@ const OP_WORDS: &[&str] = &[
 pub fn is_operation_identity(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     let w: Vec<String> = words(last).collect();
-    w.iter().any(|x| OP_WORDS.contains(&x.as_str()))
+    // `job_id`, `task_id`, `run_id`, `request_id`: the id of the operation itself.
+    let op_id = w.len() >= 2
+        && w.last().is_some_and(|x| x == "id")
+        && matches!(
+            w[w.len() - 2].as_str(),
+            "job" | "task" | "run" | "request" | "workflow" | "saga"
+        );
+    op_id || w.iter().any(|x| OP_WORDS.contains(&x.as_str()))
 }
 
 /// Names a resource id: `seat_id`, `orderId`, `id`, `sku`, `key`.

@@ -7,9 +7,22 @@ use crate::ir::Call;
 
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
-pub(super) fn classify(_cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     if *recv == Class::Channel {
         return None;
+    }
+    // Blocking HTTP crates: `ureq::post(url).call()`, `reqwest::blocking::get(url)`.
+    let krate = resolved.split("::").next().unwrap_or("");
+    if matches!(krate, "ureq" | "minreq" | "attohttpc")
+        && call.steps.iter().skip(1).any(|s| {
+            matches!(
+                s.name.as_str(),
+                "call" | "send" | "send_json" | "send_string" | "send_form" | "send_bytes"
+            )
+        })
+        || resolved.starts_with("reqwest::blocking::") && matches!(call.func_last(), "get" | "post")
+    {
+        return Some(Eff::new(K::Remote, "sends an HTTP request"));
     }
     // Blocking clients (`reqwest::blocking`) have type evidence instead of an `.await`.
     if !call.awaited() {
@@ -54,6 +67,23 @@ pub(super) fn classify(_cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) 
         && (*recv == Class::Http || s.name == "send_request")
     {
         return Some(Eff::new(K::Remote, "sends an HTTP request"));
+    }
+    if *recv == Class::Http && call.steps.iter().any(|s| s.awaited && s.name == "execute") {
+        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+    }
+    // An awaited call handed a remote client: `stripe::PaymentIntent::create(&self.stripe, ..)`.
+    let client_arg = call.steps.iter().filter(|s| s.awaited).flat_map(|s| &s.args).any(|a| {
+        // The argument is the client itself (`&self.stripe`), not a call built from it.
+        a.ev.is_none() && a.paths.len() == 1 && a.paths.first().is_some_and(|p| {
+            let parts: Vec<String> = p.split('.').map(str::to_string).collect();
+            matches!(
+                cx.place_class(&parts),
+                Some(Class::Http | Class::Grpc | Class::Aws)
+            ) || matches!(cx.place_class(&parts), Some(Class::Unknown(n)) if n.ends_with("Client") && parts.len() >= 2)
+        })
+    });
+    if client_arg && !call.func.is_empty() {
+        return Some(Eff::new(K::Remote, "calls a remote API through its client"));
     }
     if *recv == Class::Http
         && call

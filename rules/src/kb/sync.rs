@@ -169,6 +169,37 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         }
     }
 
+    // Concurrent maps: a read under a short shard lock, or a write guard.
+    if *recv == Class::ConcurrentMap && call.func.is_empty() {
+        let place = call.recv.join(".");
+        let first = call.steps.first().map(|s| s.name.as_str()).unwrap_or("");
+        let (kind, verb) = match first {
+            "get" | "contains_key" | "contains" | "len" | "is_empty" | "iter" => (K::Read, "reads"),
+            "get_mut" | "entry" | "alter" => (K::Lock, "takes a write guard on"),
+            "insert" | "remove" | "retain" | "clear" | "remove_if" | "alter_all" => {
+                (K::Write, "writes")
+            }
+            _ => return None,
+        };
+        let mut e = Eff::new(kind, format!("{verb} `{place}`")).with_table(Some(place));
+        e.mem = true;
+        return Some(e);
+    }
+    // Distributed lock managers: `locks.lock(resource, ttl).await`.
+    if *recv == Class::DistLock
+        && let Some(s) = call.steps.iter().find(|s| {
+            matches!(
+                s.name.as_str(),
+                "lock" | "acquire" | "acquire_no_guard" | "try_lock"
+            )
+        })
+        && s.awaited
+    {
+        let mut e = Eff::new(K::Lock, "acquires a distributed lock");
+        e.table = Some(call.recv.join("."));
+        return Some(e);
+    }
+
     // Locks.
     let lock_at = call
         .steps
@@ -228,8 +259,18 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             return Some(r);
         }
         if !rest.iter().all(|r| LOCK_STEPS.contains(r) || *r == "clone") {
-            // Some other use of the temporary guard.
-            return None;
+            // A domain method on the guarded value: a read guard reads, a write guard writes.
+            let kind = match step.name.as_str() {
+                "read" | "read_owned" | "upgradable_read" => K::Read,
+                "write" | "write_owned" | "try_write" => K::Write,
+                _ => return None,
+            };
+            let verb = if kind == K::Write { "writes" } else { "reads" };
+            let mut e =
+                Eff::new(kind, format!("{verb} `{place}` (`{}`)", first)).with_table(Some(place));
+            e.mem = true;
+            e.on = Some("temp".into());
+            return Some(e);
         }
     }
     Some(e)

@@ -26,6 +26,11 @@ pub enum Class {
     Channel,
     /// Plain in-memory collection.
     Collection,
+    /// A concurrent map with per-shard locks (`DashMap`, `DashSet`, `scc::HashMap`): `get` reads
+    /// under a short read lock, `get_mut` / `entry` hand out a write guard.
+    ConcurrentMap,
+    /// A distributed lock manager (`rslock::LockManager`, redlock): `lock(..)` takes a lease.
+    DistLock,
     DelayQueue,
     /// A struct of the crate.
     User(String),
@@ -61,6 +66,10 @@ fn last(s: &str) -> &str {
 
 /// Classifies a declared type.
 pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
+    class_of_at(ty, facts, file, 0)
+}
+
+fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     let mut i = 0;
     while i < ty.len() && WRAPPERS.contains(&last(&ty[i])) {
         i += 1;
@@ -72,6 +81,11 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
         Some((p, b)) if p == "dyn" || p == "impl" => (p, b),
         _ => ("", head.as_str()),
     };
+    if let Some(target) = facts.aliases.get(last(bare))
+        && depth < 8
+    {
+        return class_of_at(target, facts, file, depth + 1);
+    }
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
     let name = last(bare).to_string();
@@ -94,6 +108,19 @@ pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
     }
     if lower.contains("delayqueue") {
         return Class::DelayQueue;
+    }
+    if (lower.contains("dashmap") || lower.contains("dashset") || lower.contains("scc::"))
+        && !rest_has("mutex")
+        && !rest_has("rwlock")
+    {
+        return Class::ConcurrentMap;
+    }
+    if lower.contains("lockmanager")
+        || lower.contains("redlock")
+        || lower.contains("rslock")
+        || lower.contains("distributedlock")
+    {
+        return Class::DistLock;
     }
     if [
         "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",

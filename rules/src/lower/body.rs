@@ -668,6 +668,13 @@ impl Lw<'_, '_> {
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
+        // `timeout(d, client.post(url).send()).await` drives the inner future.
+        if matches!(call.func_last(), "timeout" | "timeout_at") && call.steps[0].awaited {
+            let inner: Vec<u32> = call.steps[0].args.iter().filter_map(|a| a.ev).collect();
+            for j in inner {
+                self.mark_awaited(j);
+            }
+        }
         let sp = self.lines.sp(root_start, end_tok);
         // `drop(guard)` ends a guard's life.
         let drop_name =

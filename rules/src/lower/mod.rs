@@ -135,6 +135,11 @@ impl ItemCx<'_, '_> {
                 self.out.facts.structs.push((s.ident.to_string(), fields));
             }
             Item::Const(c) => self.konst(&c.ident, &c.expr),
+            Item::Type(t) => self
+                .out
+                .facts
+                .aliases
+                .push((t.ident.to_string(), type_ref(&t.ty))),
             Item::Static(s) => self.konst(&s.ident, &s.expr),
             Item::Use(u) => {
                 let mut prefix = Vec::new();

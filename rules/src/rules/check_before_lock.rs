@@ -93,7 +93,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         };
         // A deleted token is another rule's business; an INSERT creates a row, it does not
         // update the one that was read.
-        if write.token && write.delete || write.insert {
+        // In-memory effects are judged only where they happen, not through helpers.
+        if write.token && write.delete || write.insert || write.mem && write.via.is_some() {
             continue;
         }
         let checked = !query::tests_of(cx.body, w).is_empty();
@@ -152,12 +153,13 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 if !RuleCx::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
                     continue;
                 }
-                // In-memory state: the same lock's place, and a write computed from the read
-                // (a cache fill that inserts a fresh value is not a stale decision).
+                // In-memory state: the same lock's place, and not a cache fill (an `insert(k, v)`
+                // of a freshly computed value, the same whichever racer wins).
                 if (write.mem || read.mem)
-                    && (wtable.is_none()
+                    && (read.via.is_some()
+                        || wtable.is_none()
                         || read.table.as_deref() != wtable
-                        || !depends_on(cx, w, r))
+                        || is_fill(cx, w, r))
                 {
                     continue;
                 }
@@ -298,4 +300,17 @@ fn serializable(cx: &RuleCx<'_>, from: u32, to: u32) -> bool {
         }
         _ => false,
     })
+}
+
+/// `map.insert(key, value)` where the value does not come from the read: filling a cache.
+fn is_fill(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    match &cx.body.events[w as usize].kind {
+        Ev::Call(c) => {
+            c.steps
+                .last()
+                .is_some_and(|s| s.name == "insert" && s.args.len() == 2)
+                && !depends_on(cx, w, r)
+        }
+        _ => false,
+    }
 }
