@@ -47,8 +47,10 @@ impl Fingerprinter {
 
     /// Adds one field. A value that fails to serialize makes [`finish`](Self::finish) fail.
     pub fn add<T: Serialize + ?Sized>(&mut self, label: &str, value: &T) -> &mut Self {
-        match serde_json::to_value(value).and_then(|v| serde_json::to_string(&v)) {
-            Ok(json) => {
+        match serde_json::to_value(value) {
+            Ok(value) => {
+                let mut json = String::new();
+                write_canonical(&value, &mut json);
                 for part in [label.as_bytes(), json.as_bytes()] {
                     self.hasher.update((part.len() as u64).to_le_bytes());
                     self.hasher.update(part);
@@ -67,6 +69,40 @@ impl Fingerprinter {
             Some(reason) => Err(IdempotencyError::Codec { reason }),
             None => Ok(Fingerprint(hex(&self.hasher.finalize()))),
         }
+    }
+}
+
+/// Writes `value` as JSON with object keys sorted at every depth. `serde_json::Map` keeps
+/// insertion order when any crate in the build enables serde_json's `preserve_order` feature,
+/// so the order cannot be left to it.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 
@@ -118,5 +154,27 @@ mod tests {
                 f.add("amount", &100).add("currency", "EUR");
             })
         );
+    }
+
+    #[test]
+    fn nested_objects_are_canonical_whatever_the_insertion_order() {
+        let a = serde_json::json!({"b": {"y": 1, "x": [{"q": 1, "p": 2}]}, "a": "s"});
+        let mut b = serde_json::Map::new();
+        b.insert("a".into(), "s".into());
+        b.insert(
+            "b".into(),
+            serde_json::json!({"x": [{"p": 2, "q": 1}], "y": 1}),
+        );
+        assert_eq!(
+            fp(|f| {
+                f.add("body", &a);
+            }),
+            fp(|f| {
+                f.add("body", &b);
+            })
+        );
+        let mut out = String::new();
+        write_canonical(&serde_json::Value::Object(b), &mut out);
+        assert_eq!(out, r#"{"a":"s","b":{"x":[{"p":2,"q":1}],"y":1}}"#);
     }
 }
