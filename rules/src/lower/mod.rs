@@ -57,6 +57,9 @@ impl ItemCx<'_, '_> {
         }
         self.depth += 1;
         match item {
+            Item::Fn(f) if is_test(&f.attrs) => {}
+            Item::Mod(m) if is_test(&m.attrs) => {}
+            Item::Impl(imp) if is_test(&imp.attrs) => {}
             Item::Fn(f) => {
                 self.item_range(
                     &f.attrs,
@@ -82,6 +85,7 @@ impl ItemCx<'_, '_> {
                 }
                 for it in &imp.items {
                     match it {
+                        ImplItem::Fn(f) if is_test(&f.attrs) => {}
                         ImplItem::Fn(f) => {
                             self.item_range(
                                 &f.attrs,
@@ -274,6 +278,21 @@ impl ItemCx<'_, '_> {
             }
         }
     }
+}
+
+/// Test code: `#[test]`, `#[tokio::test]`, `#[sqlx::test]` (any path ending in `test`),
+/// `#[rstest]`, `#[test_case(..)]`, and items under `#[cfg(test)]`. It runs alone against
+/// throw-away state, so its reads and writes race with nothing.
+fn is_test(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let Some(last) = a.path().segments.last() else {
+            return false;
+        };
+        if last.ident == "cfg" {
+            return matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test");
+        }
+        last.ident == "test" || last.ident == "rstest" || last.ident == "test_case"
+    })
 }
 
 /// `#[fenced(..)]` / `#[idempotent(..)]` (any path ending so) whose arguments parse with the
