@@ -10,6 +10,10 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 
+/// One step of a call chain as collected, outermost first: name, name span, arguments,
+/// awaited, tried, closing span.
+type RawStep<'a> = (String, Span, Vec<&'a Expr>, bool, bool, Span);
+
 /// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
 pub fn lower_block(
     lines: &LineIndex<'_>,
@@ -548,7 +552,7 @@ impl Lw<'_, '_> {
     /// A method-call chain with its awaits and `?`s, as one call event.
     fn chain(&mut self, e: &Expr) -> Option<u32> {
         let end_tok = end_span(e);
-        let mut raw: Vec<(String, Span, Vec<&Expr>, bool, bool, Span)> = Vec::new();
+        let mut raw: Vec<RawStep<'_>> = Vec::new();
         let mut cur = e;
         let mut awaited = false;
         let mut tried = false;
