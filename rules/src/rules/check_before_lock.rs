@@ -246,8 +246,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let Some(read) = cx.eff(r, K::Read) else {
                 continue;
             };
+            // A token row is state like any other: a use count read without a row lock and
+            // written back is a lost update (deleting the token is the token rule's business).
             if read.locking
-                || read.token
                 || read.table.is_none()
                 || !RuleCx::same_state(read.table.as_deref(), wtable)
             {
