@@ -171,7 +171,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 // In-memory state: the same lock's place, and not a cache fill (an `insert(k, v)`
                 // of a freshly computed value, the same whichever racer wins).
                 if (write.mem || read.mem)
-                    && (read.via.is_some()
+                    && (read.via.is_some() && !own_accessor(cx, read, wtable)
                         || wtable.is_none()
                         || read.table.as_deref() != wtable
                         || is_fill(cx, w, r))
@@ -314,6 +314,26 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
         _ => false,
     }
+}
+
+/// A read through a method of the same type that reads the same `self.` place itself (a getter
+/// like `self.balance_of(user)` taking and dropping the read guard): the place is the one the
+/// caller writes, not a lookalike reached through a long chain.
+fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) -> bool {
+    let (Some(c), Some(t)) = (read.via, wtable) else {
+        return false;
+    };
+    if !t.starts_with("self.") || read.table.as_deref() != Some(t) {
+        return false;
+    }
+    let callee = cx.krate.body(c);
+    callee.self_ty.is_some()
+        && callee.self_ty == cx.body.self_ty
+        && cx.krate.summaries.get(&c).is_some_and(|s| {
+            s.effects
+                .iter()
+                .any(|e| e.0 == K::Read && e.4.is_none() && e.5.table.as_deref() == Some(t))
+        })
 }
 
 /// Does the check at `c` (on the read at `r`) decide the write at `w`? The write's value comes
