@@ -467,8 +467,13 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
         return true;
     }
     let events = &cx.body.events;
+    // The event after the test (past the sub-tests of the same condition) opens its branch;
+    // anything else is an assertion or a `?` that stops the flow.
+    let after = events[c as usize + 1..]
+        .iter()
+        .find(|e| !matches!(e.kind, Ev::Cond { .. }));
     if !matches!(
-        events.get(c as usize + 1).map(|e| &e.kind),
+        after.map(|e| &e.kind),
         Some(Ev::Enter(Region::Branch { .. }))
     ) {
         return true;
