@@ -189,7 +189,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 let tests = query::tests_of(cx.body, r);
                 let Some(&c) = tests
                     .iter()
-                    .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+                    .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
                 else {
                     continue;
                 };
@@ -278,7 +278,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let tests = query::tests_of(cx.body, r);
             let Some(&c) = tests
                 .iter()
-                .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+                .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
             else {
                 continue;
             };
@@ -372,6 +372,7 @@ fn unprotected(
         let Some(&c) = tests.iter().find(|&&c| {
             c > r
                 && c < w
+                && tests_read(cx, c, r)
                 && matches!(&cx.body.events[c as usize].kind, Ev::Cond { deps, .. }
                     if deps.iter().any(|d| derived.contains(query::first(d))))
         }) else {
@@ -455,6 +456,35 @@ fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) ->
                 .iter()
                 .any(|e| e.0 == K::Read && e.4.is_none() && e.5.table.as_deref() == Some(t))
         })
+}
+
+/// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
+/// goes into an awaited call whose answer is what the condition tests
+/// (`match authorize(.., session_id, ..).await`, `if let Ok(dns) = discover(&config).await`):
+/// that answer is fresh, not the state read before.
+fn tests_read(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+    let Ev::Cond { deps, calls } = &cx.body.events[c as usize].kind else {
+        return true;
+    };
+    if calls.contains(&r) {
+        return true;
+    }
+    let derived = query::derived(cx.body, r);
+    let asked: Vec<&str> = calls
+        .iter()
+        .filter_map(|&k| match &cx.body.events[k as usize].kind {
+            Ev::Call(call) if call.awaited() => Some(call),
+            _ => None,
+        })
+        .flat_map(|call| {
+            call.all_args()
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p)))
+        })
+        .collect();
+    deps.iter().any(|d| {
+        let root = query::first(d);
+        derived.contains(root) && !asked.contains(&root)
+    }) || deps.is_empty()
 }
 
 /// Does the check at `c` (on the read at `r`) decide the write at `w`? The write's value comes
