@@ -276,6 +276,12 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let tests = query::tests_of(cx.body, r);
+            if tests
+                .iter()
+                .any(|&c| c > r && c < w && sets_compared_value(cx, c, r, w))
+            {
+                continue;
+            }
             let Some(&c) = tests
                 .iter()
                 .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
@@ -456,6 +462,38 @@ fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) ->
                 .iter()
                 .any(|e| e.0 == K::Read && e.4.is_none() && e.5.table.as_deref() == Some(t))
         })
+}
+
+/// `if row.yanked != wanted { model.yanked = Set(wanted); model.update(..) }`: the test only
+/// skips a write that would change nothing, and the write sets the very value it was compared
+/// with (not one computed from the read). Racing writers both store the wanted value; the test
+/// adds no stale decision.
+fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
+    let Ev::Cond { deps, .. } = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    let derived = query::derived(cx.body, r);
+    let wanted: Vec<&String> = deps
+        .iter()
+        .filter(|d| !derived.contains(query::first(d)))
+        .collect();
+    if wanted.is_empty() || depends_on(cx, w, r) {
+        return false;
+    }
+    let Ev::Call(call) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let in_args = |v: &String| call.all_args().any(|a| a.paths.iter().any(|p| p == v));
+    let root = call.recv.first().map(String::as_str);
+    let assigned = |v: &String| {
+        cx.body.events[c as usize..w as usize].iter().any(|e| {
+            matches!(&e.kind, Ev::Assign { target, deps, .. }
+                if Some(query::first(target)) == root
+                    && deps.iter().all(|d| !derived.contains(query::first(d)) || query::first(d) == query::first(target))
+                    && deps.contains(v))
+        })
+    };
+    wanted.iter().all(|v| in_args(v) || assigned(v))
 }
 
 /// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
