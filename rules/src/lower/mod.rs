@@ -230,9 +230,12 @@ impl ItemCx<'_, '_> {
             None => ident.clone(),
         };
         let mut params = Vec::new();
+        let mut mut_self = false;
         for input in &sig.inputs {
             match input {
-                FnArg::Receiver(_) => {
+                FnArg::Receiver(r) => {
+                    mut_self = r.mutability.is_some()
+                        || matches!(r.kind, syn::ReceiverKind::Reference(_, _, Some(_)));
                     if let Some(t) = self_ty {
                         params.push(("self".to_string(), vec![t.to_string()]));
                     }
@@ -265,6 +268,7 @@ impl ItemCx<'_, '_> {
             sp,
             is_async: sig.asyncness.is_some(),
             fenced,
+            mut_self,
             idempotent,
             idempotent_key,
             params,
