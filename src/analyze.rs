@@ -59,20 +59,18 @@ pub fn run(
         .map_err(|e| format!("cannot start worker threads: {e}"))?;
     let mut outcome = Outcome::default();
     for unit in units {
-        let analyzer = Analyzer::new(knowledge(unit));
+        let analyzer = Analyzer::new(knowledge(unit)).with_threads(pool.current_num_threads());
         let root: Arc<Path> = Arc::from(unit.root.as_path());
         let started = std::time::Instant::now();
-        let results: Vec<Result<(LoweredFile, Arc<str>), InputError>> =
+        // Texts are not kept: only the lowered files are (much smaller than the text). The few
+        // files with findings are read again below for snippets and fingerprints.
+        let results: Vec<Result<LoweredFile, InputError>> =
             pool.install(|| unit.files.par_iter().map(|f| lower(&analyzer, f)).collect());
         let lowered_in = started.elapsed();
         let mut lowered = Vec::with_capacity(results.len());
-        let mut texts: HashMap<String, Arc<str>> = HashMap::new();
         for result in results {
             match result {
-                Ok((file, text)) => {
-                    texts.insert(file.path.clone(), text);
-                    lowered.push(file);
-                }
+                Ok(file) => lowered.push(file),
                 Err(e) => errors.push(e),
             }
         }
@@ -90,11 +88,15 @@ pub fn run(
             );
         }
         drop(lowered);
+        let mut texts: HashMap<String, Option<Arc<str>>> = HashMap::new();
         for diag in diagnostics {
             let Some(level) = levels.level(&diag) else {
                 continue;
             };
-            let source = texts.get(&diag.primary.file).cloned();
+            let source = texts
+                .entry(diag.primary.file.clone())
+                .or_insert_with(|| reread(unit, &diag.primary.file))
+                .clone();
             let fingerprint = baseline::fingerprint(&diag, source.as_deref());
             outcome.findings.push(Finding {
                 diag,
@@ -117,7 +119,15 @@ pub fn run(
     Ok(outcome)
 }
 
-fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<(LoweredFile, Arc<str>), InputError> {
+/// The text of a unit's file with findings, read again after checking (`None` when it can no
+/// longer be read as UTF-8; findings then render without a snippet).
+fn reread(unit: &Unit, rel: &str) -> Option<Arc<str>> {
+    let file = unit.files.iter().find(|f| f.rel == rel)?;
+    let text = std::fs::read_to_string(&file.abs).ok()?;
+    Some(Arc::from(text))
+}
+
+fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<LoweredFile, InputError> {
     let bytes = std::fs::read(&file.abs).map_err(|e| InputError {
         path: file.rel.clone(),
         message: format!("cannot read file: {e}"),
@@ -129,8 +139,7 @@ fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<(LoweredFile, Arc<str
             e.utf8_error().valid_up_to()
         ),
     })?;
-    let lowered = analyzer.lower(&file.rel, &text);
-    Ok((lowered, Arc::from(text)))
+    Ok(analyzer.lower(&file.rel, &text))
 }
 
 /// The union of the unit's knowledge: workspace config plus every package's.

@@ -112,7 +112,7 @@ fn floor(sets: &[Arc<Vec<PathBuf>>], threads: usize) -> Duration {
 /// Full analysis: total time, time spent in `check`, findings.
 fn full(sets: &[Arc<Vec<PathBuf>>], threads: usize) -> (Duration, Duration, usize) {
     let t = Instant::now();
-    let analyzer = Analyzer::new(Knowledge::default());
+    let analyzer = Analyzer::new(Knowledge::default()).with_threads(threads);
     let mut findings = 0;
     let mut checking = Duration::ZERO;
     for files in sets {
@@ -156,6 +156,7 @@ fn main() {
         .unwrap_or(3);
     // Warm the page cache.
     floor(&sets, 2);
+    let mut rows = Vec::new();
     for threads in [1, 2] {
         let mut best_floor = Duration::MAX;
         let mut best_full = Duration::MAX;
@@ -177,18 +178,33 @@ fn main() {
             }
             findings = n;
         }
-        if cpu_floor > 0.0 {
-            println!(
-                "{threads} thread(s): CPU floor {cpu_floor:.2}s, CPU full {cpu_full:.2}s, CPU ratio {:.3}",
-                cpu_full / cpu_floor
-            );
-        }
-        println!(
-            "{threads} thread(s): floor {:.2}s, full {:.2}s (check {:.2}s), ratio {:.3} ({findings} findings)",
+        rows.push((
+            threads,
             best_floor.as_secs_f64(),
             best_full.as_secs_f64(),
             check_part.as_secs_f64(),
-            best_full.as_secs_f64() / best_floor.as_secs_f64()
+            cpu_floor,
+            cpu_full,
+            findings,
+        ));
+    }
+    // One table: wall-clock and process CPU time, best of the rounds. On a shared machine the
+    // CPU ratio is the steadier figure (other processes' load is not in it).
+    println!();
+    println!(
+        "| threads | floor wall | full wall | check wall | wall ratio | floor CPU | full CPU | CPU ratio | findings |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (threads, floor, full, check, cpu_floor, cpu_full, findings) in rows {
+        let cpu_ratio = if cpu_floor > 0.0 {
+            format!("{:.3}", cpu_full / cpu_floor)
+        } else {
+            "n/a".to_string()
+        };
+        println!(
+            "| {threads} | {floor:.2}s | {full:.2}s | {check:.2}s | {:.3} | {cpu_floor:.2}s | {cpu_full:.2}s | {cpu_ratio} | {findings} |",
+            full / floor
         );
     }
+    println!("({rounds} rounds; run under `/usr/bin/time -v` for the peak RSS)");
 }

@@ -13,6 +13,7 @@ pub fn run(
     knowledge: &Knowledge,
     files: &[LoweredFile],
     enabled: &dyn Fn(&str) -> bool,
+    threads: usize,
 ) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = files
         .iter()
@@ -33,13 +34,9 @@ pub fn run(
             by_id.insert(id, b);
         }
     }
+    let classified = classify_all(&facts, knowledge, &ids, &by_id, threads);
     let mut effects: HashMap<BodyId, BodyEffects> = HashMap::with_capacity(ids.len());
-    for id in &ids {
-        effects.insert(
-            *id,
-            kb::classify_body(&facts, knowledge, id.file, by_id[id]),
-        );
-    }
+    effects.extend(ids.iter().copied().zip(classified));
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects);
     // The project's own transaction helpers: fns that hand a closure to a transaction.
     let tx_helpers: std::collections::HashSet<BodyId> = ids
@@ -192,6 +189,55 @@ pub fn run(
     });
     out.dedup_by(|a, b| a.rule == b.rule && a.primary == b.primary && a.message == b.message);
     out
+}
+
+/// Classifies every body (the largest part of checking; each body is independent once the crate
+/// facts are known) on up to `threads` threads, in `ids` order. Body `i` goes to thread
+/// `i % threads`, which spreads big and small files evenly.
+fn classify_all(
+    facts: &Facts,
+    knowledge: &Knowledge,
+    ids: &[BodyId],
+    by_id: &HashMap<BodyId, &Body>,
+    threads: usize,
+) -> Vec<BodyEffects> {
+    let one = |id: &BodyId| kb::classify_body(facts, knowledge, id.file, by_id[id]);
+    let threads = threads.clamp(1, 64).min(ids.len() / 64 + 1);
+    if threads == 1 {
+        return ids.iter().map(one).collect();
+    }
+    let parts: Vec<Vec<BodyEffects>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                std::thread::Builder::new()
+                    .stack_size(crate::STACK_SIZE)
+                    .spawn_scoped(scope, move || {
+                        ids.iter().skip(t).step_by(threads).map(one).collect()
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread: classify this share here.
+                Err(_) => Vec::new(),
+            })
+            .collect()
+    });
+    // A share whose thread could not start is empty; redo everything on this thread then.
+    if parts.iter().map(Vec::len).sum::<usize>() != ids.len() {
+        return ids.iter().map(one).collect();
+    }
+    let mut parts: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
+    (0..ids.len())
+        .map(|i| {
+            parts[i % threads]
+                .next()
+                .expect("each share has its bodies")
+        })
+        .collect()
 }
 
 fn bound(body: &Body, call: usize) -> bool {

@@ -34,6 +34,9 @@ pub struct Facts {
     pub aliases: HashMap<String, TypeRef>,
     /// Per file: `use` aliases.
     pub uses: Vec<HashMap<String, String>>,
+    /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
+    /// the crate facts, and the same field and parameter types are classified again and again.
+    pub class_memo: std::sync::Mutex<HashMap<(u32, TypeRef), crate::kb::types::Class>>,
 }
 
 impl Facts {

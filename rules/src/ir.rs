@@ -64,6 +64,8 @@ pub struct Body {
     pub fenced: bool,
     /// Under `#[staleguard::idempotent(..)]` with arguments that parse.
     pub idempotent: bool,
+    /// The `key = ..` of that attribute as a dotted place (`top_up.voucher`), when it is one.
+    pub idempotent_key: Option<Box<str>>,
     pub params: Vec<(String, TypeRef)>,
     pub ret: TypeRef,
     pub events: Vec<Event>,

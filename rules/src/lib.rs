@@ -68,11 +68,23 @@ impl LoweredFile {
 #[derive(Debug, Clone, Default)]
 pub struct Analyzer {
     knowledge: Knowledge,
+    /// Threads [`Analyzer::check`] may use (0 and 1 mean the calling thread only).
+    threads: usize,
 }
 
 impl Analyzer {
     pub fn new(knowledge: Knowledge) -> Self {
-        Analyzer { knowledge }
+        Analyzer {
+            knowledge,
+            threads: 1,
+        }
+    }
+
+    /// Lets [`Analyzer::check`] classify bodies on up to `threads` threads (scoped: they end
+    /// before `check` returns). Findings do not depend on it.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
     }
 
     pub fn knowledge(&self) -> &Knowledge {
@@ -149,6 +161,6 @@ impl Analyzer {
     /// diagnostics sorted by file and position. Suppressions are already applied; unused ones are
     /// reported as `unused-suppression`.
     pub fn check(&self, files: &[LoweredFile], enabled: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
-        check::run(&self.knowledge, files, enabled)
+        check::run(&self.knowledge, files, enabled, self.threads)
     }
 }

@@ -33,6 +33,8 @@ pub struct SqlInfo {
     pub set_cols: Vec<String>,
     /// Columns compared in the WHERE clause (lowercase, unqualified).
     pub where_cols: Vec<String>,
+    /// The statement has a WHERE clause (a `DELETE` without one empties the table).
+    pub filtered: bool,
     /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
     pub on_conflict_nothing: bool,
     pub returning: bool,
@@ -207,6 +209,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         locking: false,
         set_cols: Vec::new(),
         where_cols: Vec::new(),
+        filtered: false,
         on_conflict_nothing: false,
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
@@ -248,6 +251,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         }
     }
     let start = verb_at.unwrap_or(0);
+    info.filtered = toks[start..].iter().any(|t| t.is_kw("where"));
     // Tables: identifiers after FROM / JOIN / UPDATE / INTO.
     for i in 0..toks.len() {
         let introduces = match &toks[i] {

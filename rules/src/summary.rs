@@ -50,19 +50,26 @@ impl Summary {
 
 /// Which direct effects a body exports to its callers.
 fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
-    let mut ret = body.ret.join(" ").to_ascii_lowercase();
-    for t in &body.ret {
-        if let Some(target) = facts.aliases.get(t.rsplit("::").next().unwrap_or(t)) {
-            ret.push(' ');
-            ret.push_str(&target.join(" ").to_ascii_lowercase());
+    // The return type only matters for locks and transactions; build its text only then.
+    let ret = || {
+        let mut ret = body.ret.join(" ").to_ascii_lowercase();
+        for t in &body.ret {
+            if let Some(target) = facts.aliases.get(t.rsplit("::").next().unwrap_or(t)) {
+                ret.push(' ');
+                ret.push_str(&target.join(" ").to_ascii_lowercase());
+            }
         }
-    }
+        ret
+    };
     match kind {
         K::Remote | K::Read | K::Write | K::Claim | K::Sleep => true,
-        K::Lock => ["guard", "lock", "lease", "permit"]
-            .iter()
-            .any(|w| ret.contains(w)),
-        K::TxBegin => ret.contains("transaction"),
+        K::Lock => {
+            let ret = ret();
+            ["guard", "lock", "lease", "permit"]
+                .iter()
+                .any(|w| ret.contains(w))
+        }
+        K::TxBegin => ret().contains("transaction"),
         _ => false,
     }
 }

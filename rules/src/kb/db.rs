@@ -347,8 +347,11 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
     e.delete = sql.kind == SqlKind::Delete;
-    e.purge =
-        e.delete && !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c));
+    // Filtered on no key (`WHERE expires_at < now()`), or not filtered at all (a table wipe in
+    // a migration or a reset): housekeeping, not the consumption of one token.
+    e.purge = e.delete
+        && (!sql.filtered
+            || !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c)));
     e.insert = sql.kind == SqlKind::Insert;
     e.where_cols = sql.where_cols.clone().into();
     e.token = sql.tables.iter().any(|t| is_token_name(t))

@@ -142,8 +142,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
 /// The last resort: an awaited call on a receiver whose name says it is a remote client
 /// (`self.payment_gateway.charge(..).await`) and whose code is not in the crate.
-pub(super) fn by_name(_cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
     if !call.func.is_empty() || !call.steps.first().is_some_and(|s| s.awaited) {
+        return None;
+    }
+    // The crate defines a method of that name (on several types, so the call was not resolved
+    // to one): the code is in the crate and is judged by what it does, not by the receiver's
+    // name (`new_client.save_txn(&txn)` on an OAuth client entity).
+    if cx.facts.methods_named.contains_key(call.head()) {
         return None;
     }
     let type_name = match recv {

@@ -234,14 +234,24 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     if !is_lock {
         return None;
     }
-    let place = call.recv.join(".");
+    let lock_place = call.recv.join(".");
     let rest: Vec<&str> = call.steps[lock_at + 1..]
         .iter()
         .map(|s| s.name.as_str())
-        .filter(|n| !AFTER_LOCK_NOISE.contains(n))
+        .filter(|n| !AFTER_LOCK_NOISE.contains(n) && !n.starts_with('.'))
         .collect();
-    let mut e = Eff::new(K::Lock, format!("takes the lock on `{place}`"));
-    e.table = Some(place.clone());
+    // `state.write().await.slots.insert(..)`: the field of the guarded value is the place.
+    let mut place = lock_place.clone();
+    for s in &call.steps[lock_at + 1..] {
+        if let Some(f) = s.name.strip_prefix('.') {
+            place.push('.');
+            place.push_str(f);
+        } else if !AFTER_LOCK_NOISE.contains(&s.name.as_str()) {
+            break;
+        }
+    }
+    let mut e = Eff::new(K::Lock, format!("takes the lock on `{lock_place}`"));
+    e.table = Some(lock_place.clone());
     if let Some(first) = rest.first() {
         // A temporary guard: the access after it is the effect that matters.
         if MEM_WRITES.contains(first) {

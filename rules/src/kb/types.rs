@@ -66,7 +66,21 @@ fn last(s: &str) -> &str {
 
 /// Classifies a declared type.
 pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
-    class_of_at(ty, facts, file, 0)
+    // Memoised per (file, type): a pure function of the crate facts.
+    let key = (file, ty.clone());
+    if let Some(c) = facts
+        .class_memo
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&key).cloned())
+    {
+        return c;
+    }
+    let c = class_of_at(ty, facts, file, 0);
+    if let Ok(mut m) = facts.class_memo.lock() {
+        m.insert(key, c.clone());
+    }
+    c
 }
 
 fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {

@@ -10,6 +10,10 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 
+/// One step of a call chain as collected, outermost first: name, name span, arguments,
+/// awaited, tried, closing span.
+type RawStep<'a> = (String, Span, Vec<&'a Expr>, bool, bool, Span);
+
 /// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
 pub fn lower_block(
     lines: &LineIndex<'_>,
@@ -548,7 +552,7 @@ impl Lw<'_, '_> {
     /// A method-call chain with its awaits and `?`s, as one call event.
     fn chain(&mut self, e: &Expr) -> Option<u32> {
         let end_tok = end_span(e);
-        let mut raw: Vec<(&syn::Ident, Vec<&Expr>, bool, bool, Span)> = Vec::new();
+        let mut raw: Vec<RawStep<'_>> = Vec::new();
         let mut cur = e;
         let mut awaited = false;
         let mut tried = false;
@@ -562,9 +566,31 @@ impl Lw<'_, '_> {
                     awaited = true;
                     cur = &a.base;
                 }
+                // `state.read().await.slots.get(k)`: a field of the value a call returned
+                // stays in the chain as a `.slots` step (never a method name).
+                Expr::Field(f)
+                    if matches!(
+                        &*f.base,
+                        Expr::MethodCall(_) | Expr::Await(_) | Expr::Try(_)
+                    ) && matches!(f.member, Member::Named(_)) =>
+                {
+                    let Member::Named(id) = &f.member else { break };
+                    raw.push((
+                        format!(".{id}"),
+                        id.span(),
+                        Vec::new(),
+                        awaited,
+                        tried,
+                        id.span(),
+                    ));
+                    awaited = false;
+                    tried = false;
+                    cur = &f.base;
+                }
                 Expr::MethodCall(m) => {
                     raw.push((
-                        &m.method,
+                        m.method.to_string(),
+                        m.method.span(),
                         m.args.iter().collect(),
                         awaited,
                         tried,
@@ -654,11 +680,11 @@ impl Lw<'_, '_> {
                 }
             }
         }
-        for (name, args, aw, tr, close) in raw.into_iter().rev() {
+        for (name, start, args, aw, tr, close) in raw.into_iter().rev() {
             let args = self.args(args.into_iter(), &mut deferred);
-            let sp = self.lines.sp(name.span(), close);
+            let sp = self.lines.sp(start, close);
             call.steps.push(Step {
-                name: name.to_string(),
+                name,
                 args,
                 awaited: aw,
                 tried: tr,

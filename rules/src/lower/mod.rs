@@ -57,6 +57,9 @@ impl ItemCx<'_, '_> {
         }
         self.depth += 1;
         match item {
+            Item::Fn(f) if is_test(&f.attrs) => {}
+            Item::Mod(m) if is_test(&m.attrs) => {}
+            Item::Impl(imp) if is_test(&imp.attrs) => {}
             Item::Fn(f) => {
                 self.item_range(
                     &f.attrs,
@@ -82,6 +85,7 @@ impl ItemCx<'_, '_> {
                 }
                 for it in &imp.items {
                     match it {
+                        ImplItem::Fn(f) if is_test(&f.attrs) => {}
                         ImplItem::Fn(f) => {
                             self.item_range(
                                 &f.attrs,
@@ -247,7 +251,7 @@ impl ItemCx<'_, '_> {
             syn::ReturnType::Default => Vec::new(),
             syn::ReturnType::Type(_, t) => type_ref(t),
         };
-        let (fenced, idempotent) = guard_attrs(attrs);
+        let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
         let mut events = body::lower_block(self.lines, block, &params);
         if is_inert(&events, self.knowledge) {
@@ -262,6 +266,7 @@ impl ItemCx<'_, '_> {
             is_async: sig.asyncness.is_some(),
             fenced,
             idempotent,
+            idempotent_key,
             params,
             ret,
             events,
@@ -275,11 +280,27 @@ impl ItemCx<'_, '_> {
     }
 }
 
+/// Test code: `#[test]`, `#[tokio::test]`, `#[sqlx::test]` (any path ending in `test`),
+/// `#[rstest]`, `#[test_case(..)]`, and items under `#[cfg(test)]`. It runs alone against
+/// throw-away state, so its reads and writes race with nothing.
+fn is_test(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let Some(last) = a.path().segments.last() else {
+            return false;
+        };
+        if last.ident == "cfg" {
+            return matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test");
+        }
+        last.ident == "test" || last.ident == "rstest" || last.ident == "test_case"
+    })
+}
+
 /// `#[fenced(..)]` / `#[idempotent(..)]` (any path ending so) whose arguments parse with the
-/// shared grammar.
-fn guard_attrs(attrs: &[Attribute]) -> (bool, bool) {
+/// shared grammar, and the idempotent attribute's `key` when it is a place.
+fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Box<str>>) {
     let mut fenced = false;
     let mut idempotent = false;
+    let mut key = None;
     for a in attrs {
         let Some(last) = a.path().segments.last() else {
             continue;
@@ -292,12 +313,41 @@ fn guard_attrs(attrs: &[Attribute]) -> (bool, bool) {
         if last.ident == "fenced" && staleguard_grammar::fenced::parse(tokens.clone()).is_ok() {
             fenced = true;
         } else if last.ident == "idempotent"
-            && staleguard_grammar::idempotent::parse(tokens).is_ok()
+            && let Ok(args) = staleguard_grammar::idempotent::parse(tokens)
         {
             idempotent = true;
+            key = args.key.and_then(|k| place_of(&k.value));
         }
     }
-    (fenced, idempotent)
+    (fenced, idempotent, key)
+}
+
+/// `a.b.c` (through `&`, `*`, parentheses and `.clone()`-like method calls) as a dotted path.
+fn place_of(e: &syn::Expr) -> Option<Box<str>> {
+    match e {
+        syn::Expr::Path(p) if p.qself.is_none() => {
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            Some(segs.join("::").into())
+        }
+        syn::Expr::Field(f) => {
+            let base = place_of(&f.base)?;
+            let member = match &f.member {
+                syn::Member::Named(i) => i.to_string(),
+                syn::Member::Unnamed(i) => i.index.to_string(),
+            };
+            Some(format!("{base}.{member}").into())
+        }
+        syn::Expr::Reference(r) => place_of(&r.expr),
+        syn::Expr::Unary(u) => place_of(&u.expr),
+        syn::Expr::Paren(p) => place_of(&p.expr),
+        syn::Expr::MethodCall(m) if m.args.is_empty() => place_of(&m.receiver),
+        _ => None,
+    }
 }
 
 /// Names bound by a pattern.

@@ -4,7 +4,7 @@
 
 use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
-use crate::ir::Ev;
+use crate::ir::{Ev, Region};
 use crate::kb::K;
 use crate::query::{self, TX_PARAM};
 
@@ -84,6 +84,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let n = cx.body.events.len() as u32;
+    // One finding per stale read: later writes from the same read are the same bug.
+    let mut reported_reads: Vec<u32> = Vec::new();
     for w in 0..n {
         if cx.detached[w as usize] {
             continue;
@@ -107,6 +109,19 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 .effs(w)
                 .iter()
                 .any(|e| e.kind == K::Read && e.via == write.via)
+        {
+            continue;
+        }
+        // A method of the crate called on the guard that reads the state itself before it
+        // writes (`holder.write().await.commit_stage(key)` re-checking the stage under the
+        // write guard): the check is repeated under the lock.
+        if write.via.is_none()
+            && cx.fx.callees[w as usize].iter().any(|c| {
+                cx.krate
+                    .summaries
+                    .get(c)
+                    .is_some_and(|s| s.effects.iter().any(|e| e.0 == K::Read && !e.1))
+            })
         {
             continue;
         }
@@ -156,7 +171,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 // In-memory state: the same lock's place, and not a cache fill (an `insert(k, v)`
                 // of a freshly computed value, the same whichever racer wins).
                 if (write.mem || read.mem)
-                    && (read.via.is_some()
+                    && (read.via.is_some() && !own_accessor(cx, read, wtable)
                         || wtable.is_none()
                         || read.table.as_deref() != wtable
                         || is_fill(cx, w, r))
@@ -164,9 +179,17 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                     continue;
                 }
                 let tests = query::tests_of(cx.body, r);
-                let Some(&c) = tests.iter().find(|&&c| c > r && c < w) else {
+                let Some(&c) = tests
+                    .iter()
+                    .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+                else {
                     continue;
                 };
+                if reported_reads.contains(&r) {
+                    reported = true;
+                    break;
+                }
+                reported_reads.push(r);
                 let mut d = cx.diag(
                     &RULE,
                     w,
@@ -223,8 +246,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let Some(read) = cx.eff(r, K::Read) else {
                 continue;
             };
+            // A token row is state like any other: a use count read without a row lock and
+            // written back is a lost update (deleting the token is the token rule's business).
             if read.locking
-                || read.token
                 || read.table.is_none()
                 || !RuleCx::same_state(read.table.as_deref(), wtable)
             {
@@ -234,9 +258,16 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let tests = query::tests_of(cx.body, r);
-            let Some(&c) = tests.iter().find(|&&c| c > r && c < w) else {
+            let Some(&c) = tests
+                .iter()
+                .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+            else {
                 continue;
             };
+            if reported_reads.contains(&r) {
+                break;
+            }
+            reported_reads.push(r);
             let mut d = cx.diag(&RULE, w, "row read inside the transaction without `FOR UPDATE` is updated from a stale check".to_string());
             d.primary_label = Some("written here without a row lock or a guard".into());
             d.labels
@@ -281,6 +312,66 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     match &cx.body.events[w as usize].kind {
         Ev::Assign { deps, .. } => deps.iter().any(uses),
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
+        _ => false,
+    }
+}
+
+/// A read through a method of the same type that reads the same `self.` place itself (a getter
+/// like `self.balance_of(user)` taking and dropping the read guard): the place is the one the
+/// caller writes, not a lookalike reached through a long chain.
+fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) -> bool {
+    let (Some(c), Some(t)) = (read.via, wtable) else {
+        return false;
+    };
+    if !t.starts_with("self.") || read.table.as_deref() != Some(t) {
+        return false;
+    }
+    let callee = cx.krate.body(c);
+    callee.self_ty.is_some()
+        && callee.self_ty == cx.body.self_ty
+        && cx.krate.summaries.get(&c).is_some_and(|s| {
+            s.effects
+                .iter()
+                .any(|e| e.0 == K::Read && e.4.is_none() && e.5.table.as_deref() == Some(t))
+        })
+}
+
+/// Does the check at `c` (on the read at `r`) decide the write at `w`? The write's value comes
+/// from the read; or the check stops the flow (an assertion, `?`, `let else`, a branch that
+/// returns or breaks between them); or the write sits in a branch opened by the check, or uses
+/// a local assigned in one. A `match` whose arms all fall through to the same write (logging the
+/// error, say) does not make the write depend on what was read.
+fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
+    if depends_on(cx, w, r) {
+        return true;
+    }
+    let events = &cx.body.events;
+    if !matches!(
+        events.get(c as usize + 1).map(|e| &e.kind),
+        Some(Ev::Enter(Region::Branch { .. }))
+    ) {
+        return true;
+    }
+    let mut depth = 0i32;
+    let mut assigned: Vec<&str> = Vec::new();
+    for ev in &events[c as usize + 1..w as usize] {
+        match &ev.kind {
+            Ev::Enter(Region::Branch { diverges: true }) | Ev::Exit => return true,
+            Ev::Enter(_) => depth += 1,
+            Ev::Leave => depth = (depth - 1).max(0),
+            Ev::Assign { target, .. } if depth > 0 => assigned.push(query::first(target)),
+            _ => {}
+        }
+    }
+    if depth > 0 {
+        return true;
+    }
+    let uses = |p: &String| assigned.contains(&query::first(p));
+    match &events[w as usize].kind {
+        Ev::Assign { deps, .. } => deps.iter().any(uses),
+        Ev::Call(call) => {
+            call.all_args().any(|a| a.paths.iter().any(uses)) || call.recv.first().is_some_and(uses)
+        }
         _ => false,
     }
 }

@@ -85,18 +85,23 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Opti
 }
 
 pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    if cx.body.idempotent {
-        return;
-    }
     let n = cx.body.events.len() as u32;
+    let key_places = idempotent_key_places(cx);
     let claims: Vec<u32> = (0..n).filter(|&i| cx.has(i, K::Claim)).collect();
     for d in 0..n {
         if cx.detached[d as usize] {
             continue;
         }
-        let Some(del) = cx.effs(d).iter().find(|e| is_delete(e)) else {
+        let Some(del) = cx
+            .effs(d)
+            .iter()
+            .find(|e| is_delete(e) && !callee_owns(cx, e))
+        else {
             continue;
         };
+        if covered_by_attribute(cx, d, key_places.as_ref()) {
+            continue;
+        }
         if claims.iter().any(|&c| c < d) {
             continue;
         }
@@ -165,6 +170,73 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(diag);
         }
     }
+}
+
+/// A deletion that reaches this body through a call of a crate fn that runs its own effect
+/// (a remote call or a write other than to tokens) or is itself `#[idempotent]`: the callee
+/// orders its deletion against its effect, and that order is checked in the callee. Calling (or
+/// retrying) such a fn deletes nothing before anything here.
+fn callee_owns(cx: &RuleCx<'_>, del: &Eff) -> bool {
+    let Some(c) = del.via else {
+        return false;
+    };
+    if cx.krate.body(c).idempotent {
+        return true;
+    }
+    cx.krate.summaries.get(&c).is_some_and(|s| {
+        s.effects.iter().any(|e| match e.0 {
+            K::Remote => true,
+            K::Write => !e.1,
+            _ => false,
+        })
+    })
+}
+
+/// Under `#[staleguard::idempotent(key = ..)]`: the attribute's key and the locals derived from
+/// it. `None` when the body has no such attribute; an empty set when the key is not a place.
+fn idempotent_key_places(cx: &RuleCx<'_>) -> Option<Vec<String>> {
+    if !cx.body.idempotent {
+        return None;
+    }
+    let Some(key) = cx.body.idempotent_key.as_deref() else {
+        return Some(Vec::new());
+    };
+    let mut places = vec![key.to_string()];
+    for ev in &cx.body.events {
+        if let Ev::Bind(b) = &ev.kind
+            && b.deps
+                .iter()
+                .any(|d| places.iter().any(|p| same_place(d, p)))
+        {
+            places.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
+        }
+    }
+    Some(places)
+}
+
+fn same_place(a: &str, b: &str) -> bool {
+    a == b
+        || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'))
+        || b.strip_prefix(a).is_some_and(|r| r.starts_with('.'))
+}
+
+/// The attribute's claim covers the token it is keyed on (the macro claims it atomically before
+/// the body and records the outcome), not another one-time token the body deletes. Without a
+/// place for the key (a header extractor, an expression), every deletion in the body is taken as
+/// covered.
+fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<String>>) -> bool {
+    let Some(places) = key_places else {
+        return false;
+    };
+    if cx.body.idempotent_key.is_none() {
+        return true;
+    }
+    let Ev::Call(c) = &cx.body.events[d as usize].kind else {
+        return true;
+    };
+    c.all_args()
+        .flat_map(|a| a.paths.iter())
+        .any(|p| places.iter().any(|k| same_place(p, k)))
 }
 
 /// Does the deletion at `d` stand guard over what follows? Its result is tested, returned rows

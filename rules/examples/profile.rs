@@ -1,0 +1,66 @@
+//! Dev tool for profiling (`valgrind --tool=callgrind`, `perf`): lowers every `.rs` file under
+//! the given directories on one thread, checks each directory as one crate, and prints the time
+//! of each phase.
+//!
+//! `cargo run --release -p staleguard-rules --example profile -- DIR [DIR..]`
+
+use staleguard_rules::{Analyzer, Knowledge, STACK_SIZE};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        let p = e.path();
+        if ft.is_dir() {
+            if p.file_name().is_some_and(|n| n == "target" || n == ".git") {
+                continue;
+            }
+            walk(&p, out);
+        } else if ft.is_file() && p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn run(dirs: Vec<String>) {
+    let analyzer = Analyzer::new(Knowledge::default());
+    let (mut lowering, mut checking) = (Duration::ZERO, Duration::ZERO);
+    let mut findings = 0;
+    for d in dirs {
+        let mut files = Vec::new();
+        walk(Path::new(&d), &mut files);
+        files.sort();
+        let t = Instant::now();
+        let lowered: Vec<_> = files
+            .iter()
+            .filter_map(|p| {
+                let text = std::fs::read_to_string(p).ok()?;
+                Some(analyzer.lower(&p.display().to_string(), &text))
+            })
+            .collect();
+        lowering += t.elapsed();
+        let t = Instant::now();
+        findings += analyzer.check(&lowered, &|_| true).len();
+        checking += t.elapsed();
+    }
+    println!(
+        "read+lower {:.2}s, check {:.2}s, {findings} findings",
+        lowering.as_secs_f64(),
+        checking.as_secs_f64()
+    );
+}
+
+fn main() {
+    let dirs: Vec<String> = std::env::args().skip(1).collect();
+    std::thread::Builder::new()
+        .stack_size(STACK_SIZE)
+        .spawn(move || run(dirs))
+        .expect("spawn")
+        .join()
+        .expect("worker");
+}
