@@ -44,7 +44,7 @@ fn main() {
     );
     let a = Analyzer::new(Knowledge::default());
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();
-    let (mut bodies, mut steps, mut args, mut paths) = (0, 0, 0, 0);
+    let (mut bodies, mut steps, mut args, mut paths, mut active) = (0, 0, 0, 0, 0);
     let mut names = std::collections::HashMap::<String, usize>::new();
     let mut kept = Vec::new();
     for f in files {
@@ -55,6 +55,14 @@ fn main() {
         let l = kept.last().expect("just pushed");
         for b in &l.ir().bodies {
             bodies += 1;
+            let full = b.events.iter().any(|e| match &e.kind {
+                Ev::Call(c) => c.steps.iter().any(|s| !s.args.is_empty()),
+                Ev::Bind(_) => false,
+                _ => true,
+            });
+            if full {
+                active += 1;
+            }
             for e in &b.events {
                 let k = match &e.kind {
                     Ev::Call(c) => {
@@ -105,7 +113,9 @@ fn main() {
         .map(|l| l.ir().facts.structs.len() + l.ir().facts.uses.len() + l.ir().items.len())
         .sum();
     println!("facts entries {facts}");
-    println!("bodies {bodies} steps {steps} args {args} paths {paths}");
+    println!(
+        "bodies {bodies} (fully kept, not inert: {active}) steps {steps} args {args} paths {paths}"
+    );
     println!("{counts:?}");
     let mut top: Vec<_> = names.into_iter().collect();
     top.sort_by_key(|b| std::cmp::Reverse(b.1));

@@ -262,7 +262,7 @@ fn enter_of(body: &Body) -> Vec<Option<u32>> {
 /// Whether any rule can fire on a body: the rules need a write under a lock or transaction, a
 /// remote call in a transaction, a token write, or a spawned / delayed task.
 fn worth_checking(fx: &BodyEffects) -> bool {
-    let mut has = [false; 6];
+    let mut has = [false; 7];
     has[1] = fx.tx_param.is_some();
     for e in fx.effs.iter().flatten() {
         match e.kind {
@@ -276,8 +276,10 @@ fn worth_checking(fx: &BodyEffects) -> bool {
             K::Remote => has[2] = true,
             K::Spawn | K::Schedule => has[3] = true,
             K::Sleep => has[4] = true,
+            K::Read if !e.mem => has[6] = true,
             _ => {}
         }
     }
-    ((has[0] || has[2]) && has[1]) || (has[0] && has[4]) || has[3] || has[5]
+    // A persisted read and a write with no protection at all: check-before-lock's lost update.
+    ((has[0] || has[2]) && has[1]) || (has[0] && (has[4] || has[6])) || has[3] || has[5]
 }

@@ -26,6 +26,8 @@ pub struct Facts {
     pub methods_of: HashMap<(String, String), Vec<BodyId>>,
     /// Methods by ident alone (any type).
     pub methods_named: HashMap<String, Vec<BodyId>>,
+    /// Methods taking `&mut self`.
+    pub mut_self: std::collections::HashSet<BodyId>,
     /// Bodies by their impl's self type.
     pub by_type: HashMap<String, Vec<BodyId>>,
     /// Bodies by the (last segment of the) types their non-`self` parameters mention.
@@ -88,6 +90,9 @@ impl Facts {
                     (None, _) => f.free_fns.entry(b.ident.clone()).or_default().push(id),
                     (Some(t), tr) => {
                         f.methods_named.entry(b.ident.clone()).or_default().push(id);
+                        if b.mut_self {
+                            f.mut_self.insert(id);
+                        }
                         f.methods_of
                             .entry((t.clone(), b.ident.clone()))
                             .or_default()

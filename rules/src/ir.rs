@@ -62,6 +62,8 @@ pub struct Body {
     pub is_async: bool,
     /// Under `#[staleguard::fenced(..)]` with arguments that parse.
     pub fenced: bool,
+    /// Takes `&mut self` (or `mut self`): a method that changes its receiver.
+    pub mut_self: bool,
     /// Under `#[staleguard::idempotent(..)]` with arguments that parse.
     pub idempotent: bool,
     /// The `key = ..` of that attribute as a dotted place (`top_up.voucher`), when it is one.

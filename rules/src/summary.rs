@@ -69,9 +69,32 @@ fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
                 .iter()
                 .any(|w| ret.contains(w))
         }
-        K::TxBegin => ret().contains("transaction"),
+        K::TxBegin => ret().contains("transaction") || returns_tx_holder(body, facts),
         _ => false,
     }
+}
+
+/// Returns a crate struct that owns a transaction (a unit of work: `UnitOfWork { tx }`).
+fn returns_tx_holder(body: &Body, facts: &Facts) -> bool {
+    body.ret.iter().any(|t| {
+        let name = t.rsplit("::").next().unwrap_or(t);
+        facts.structs.get(name).is_some_and(|fields| {
+            fields.iter().any(|(_, ty)| {
+                ty.iter()
+                    .any(|p| p.rsplit("::").next().unwrap_or(p).ends_with("Transaction"))
+            })
+        })
+    })
+}
+
+/// A commit of a transaction the body was handed (`self.tx.commit()`, `tx.commit()` on a
+/// parameter): calling the body ends the caller's transaction.
+fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
+    e.kind == K::TxCommit
+        && e.on.as_deref().is_some_and(|on| {
+            let root = on.split('.').next().unwrap_or(on);
+            root == "self" || body.params.iter().any(|(n, _)| n == root)
+        })
 }
 
 /// Computes every body's summary: direct effects first, then callee effects along call edges
@@ -96,7 +119,7 @@ pub fn summarize(
                 continue;
             }
             for e in effs {
-                if exported(e.kind, body, facts) {
+                if exported(e.kind, body, facts) || commits_handed_tx(e, body) {
                     s.add(e.kind, e.token, e.delete, i as u32, None, e);
                 }
             }

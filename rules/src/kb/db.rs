@@ -188,6 +188,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
     {
         let mut e =
             Eff::new(K::Read, "loads rows with diesel").with_table(Some(table_of(&call.recv[0])));
+        e.token = e.table.as_deref().is_some_and(is_token_name);
         e.locking = call.steps.iter().any(|s| {
             matches!(
                 s.name.as_str(),
@@ -215,8 +216,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             "find" | "find_by_id" | "find_related"
                 if runs(&["one", "all", "stream", "count", "paginate"]) =>
             {
+                let e_token_read = is_token_name(&entity);
                 let mut e = Eff::new(K::Read, format!("reads `{entity}` with sea-orm"))
                     .with_table(Some(entity));
+                e.token = e_token_read;
                 e.locking = call.steps.iter().any(|s| {
                     matches!(
                         s.name.as_str(),

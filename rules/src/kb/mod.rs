@@ -309,6 +309,43 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
             _ => {}
         }
     }
+    // `seats.lock().unwrap().hold(seat)`: a crate method called on a temporary mutex guard
+    // reads the guarded state when it takes `&self` and writes it when it takes `&mut self`.
+    for i in 0..n {
+        let effs = &out.effs[i];
+        if let Some(pos) = effs
+            .iter()
+            .position(|e| e.kind == K::Lock && e.on.as_deref() == Some(sync::TEMP_DOMAIN))
+        {
+            let Ev::Call(call) = &body.events[i].kind else {
+                continue;
+            };
+            let method = call
+                .steps
+                .iter()
+                .skip_while(|s| !matches!(s.name.as_str(), "lock" | "blocking_lock"))
+                .skip(1)
+                .find(|s| !s.name.starts_with('.') && !sync::is_after_lock_noise(&s.name));
+            let Some(defs) = method.and_then(|m| facts.methods_named.get(&m.name)) else {
+                continue;
+            };
+            let writes = if defs.iter().all(|id| facts.mut_self.contains(id)) {
+                true
+            } else if defs.iter().all(|id| !facts.mut_self.contains(id)) {
+                false
+            } else {
+                continue;
+            };
+            let mut v = effs.to_vec();
+            let e = &mut v[pos];
+            let place = e.table.clone().unwrap_or_default();
+            e.kind = if writes { K::Write } else { K::Read };
+            e.what = format!("{} `{place}`", if writes { "writes" } else { "reads" });
+            e.mem = true;
+            e.on = Some("temp".into());
+            out.effs.set(i, v);
+        }
+    }
     out
 }
 

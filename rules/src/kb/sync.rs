@@ -16,6 +16,13 @@ const LOCK_STEPS: &[&str] = &[
     "try_write",
     "upgradable_read",
 ];
+pub(super) fn is_after_lock_noise(name: &str) -> bool {
+    AFTER_LOCK_NOISE.contains(&name) || matches!(name, "await")
+}
+
+/// `on` of a temporary mutex guard with a domain method called on it.
+pub(super) const TEMP_DOMAIN: &str = "temp-domain";
+
 const AFTER_LOCK_NOISE: &[&str] = &[
     "unwrap",
     "expect",
@@ -273,6 +280,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             let kind = match step.name.as_str() {
                 "read" | "read_owned" | "upgradable_read" => K::Read,
                 "write" | "write_owned" | "try_write" => K::Write,
+                // A mutex has one kind of guard: whether the method reads or writes is told
+                // by its use (see `classify_body`).
+                "lock" | "blocking_lock" => {
+                    let mut e = Eff::new(K::Lock, format!("takes the lock on `{lock_place}`"))
+                        .with_table(Some(place));
+                    e.on = Some(TEMP_DOMAIN.into());
+                    return Some(e);
+                }
                 _ => return None,
             };
             let verb = if kind == K::Write { "writes" } else { "reads" };

@@ -15,16 +15,20 @@ use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 type RawStep<'a> = (String, Span, Vec<&'a Expr>, bool, bool, Span);
 
 /// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
+/// `lean`: the caller knows the body is inert (see `lower::maybe_active`) and keeps only its
+/// call graph, so argument details are not computed.
 pub fn lower_block(
     lines: &LineIndex<'_>,
     block: &Block,
     _params: &[(String, TypeRef)],
+    lean: bool,
 ) -> Vec<Event> {
     let mut lw = Lw {
         lines,
         ev: Vec::new(),
         scopes: Vec::new(),
         depth: 0,
+        lean,
     };
     lw.block(block);
     lw.ev
@@ -35,6 +39,8 @@ pub(super) struct Lw<'a, 'b> {
     pub(super) ev: Vec<Event>,
     scopes: Vec<Vec<String>>,
     depth: u32,
+    /// Skip argument details (places, strings, SQL, columns): the body is inert.
+    lean: bool,
 }
 
 const MAX_STR: usize = 96;
@@ -734,7 +740,15 @@ impl Lw<'_, '_> {
     ) -> Vec<Arg> {
         let mut out = Vec::new();
         for a in it {
-            let mut arg = arg_info(a);
+            let mut arg = if self.lean {
+                // Only what shapes the trace: deferred closures are lowered after the call.
+                Arg {
+                    closure: is_deferred(a),
+                    ..Arg::default()
+                }
+            } else {
+                arg_info(a)
+            };
             if arg.closure {
                 deferred.push(a);
             } else {

@@ -230,9 +230,12 @@ impl ItemCx<'_, '_> {
             None => ident.clone(),
         };
         let mut params = Vec::new();
+        let mut mut_self = false;
         for input in &sig.inputs {
             match input {
-                FnArg::Receiver(_) => {
+                FnArg::Receiver(r) => {
+                    mut_self = r.mutability.is_some()
+                        || matches!(r.kind, syn::ReceiverKind::Reference(_, _, Some(_)));
                     if let Some(t) = self_ty {
                         params.push(("self".to_string(), vec![t.to_string()]));
                     }
@@ -253,8 +256,12 @@ impl ItemCx<'_, '_> {
         };
         let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
-        let mut events = body::lower_block(self.lines, block, &params);
-        if is_inert(&events, self.knowledge) {
+        // Most bodies are sync library code: a cheap scan proves it before lowering, so their
+        // argument details (dropped by `keep_call_graph` anyway) are never computed.
+        let lean = !maybe_active(block, self.knowledge);
+        let mut events = body::lower_block(self.lines, block, &params, lean);
+        debug_assert!(!lean || is_inert(&events, self.knowledge));
+        if lean || is_inert(&events, self.knowledge) {
             events = keep_call_graph(events);
         }
         self.out.bodies.push(Body {
@@ -265,6 +272,7 @@ impl ItemCx<'_, '_> {
             sp,
             is_async: sig.asyncness.is_some(),
             fenced,
+            mut_self,
             idempotent,
             idempotent_key,
             params,
@@ -485,6 +493,109 @@ fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
         crate::ir::Ev::Bind(b) => b.sql.is_none(),
         _ => true,
     })
+}
+
+/// Whether a body may lower to a trace that is not inert (see [`is_inert`]); `false` is a proof
+/// that it is inert. Conservative: it looks at every name a call step can take (method names,
+/// the last segment of called paths, macro names and every identifier inside macro tokens, which
+/// lowering may parse as expressions), at `.await`, and at every string literal that could be
+/// SQL (`sql::classify` only accepts text `looks_like_sql` accepts).
+fn maybe_active(block: &syn::Block, k: &crate::Knowledge) -> bool {
+    use syn::visit::Visit;
+    struct Scan<'k> {
+        k: &'k crate::Knowledge,
+        active: bool,
+    }
+    impl Scan<'_> {
+        fn name(&mut self, name: &str) {
+            let name = name.strip_prefix("r#").unwrap_or(name);
+            // `select!` / `join!` mark their futures awaited; `concat!` joins literals.
+            if EFFECT_STEPS.contains(&name)
+                || matches!(name, "await" | "select" | "join" | "try_join" | "concat")
+                || [
+                    &self.k.locks,
+                    &self.k.transactions,
+                    &self.k.remote_calls,
+                    &self.k.state_reads,
+                    &self.k.state_writes,
+                    &self.k.token_checks,
+                    &self.k.token_deletes,
+                    &self.k.schedulers,
+                ]
+                .iter()
+                .any(|l| {
+                    l.iter().any(|x| {
+                        let last = x.rsplit("::").next().unwrap_or(x);
+                        last.trim_end_matches('!') == name
+                    })
+                })
+            {
+                self.active = true;
+            }
+        }
+        fn text(&mut self, text: &str) {
+            if sql::looks_like_sql(text) {
+                self.active = true;
+            }
+        }
+        fn tokens(&mut self, tokens: &proc_macro2::TokenStream) {
+            for tt in tokens.clone() {
+                if self.active {
+                    return;
+                }
+                match tt {
+                    proc_macro2::TokenTree::Ident(i) => self.name(&i.to_string()),
+                    proc_macro2::TokenTree::Group(g) => self.tokens(&g.stream()),
+                    proc_macro2::TokenTree::Literal(l) => match syn::Lit::new(l) {
+                        syn::Lit::Str(s) => self.text(&s.value()),
+                        syn::Lit::Verbatim(_) => self.active = true,
+                        _ => {}
+                    },
+                    proc_macro2::TokenTree::Punct(_) => {}
+                }
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Scan<'_> {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            if self.active {
+                return;
+            }
+            match e {
+                syn::Expr::Await(_) => {
+                    self.active = true;
+                    return;
+                }
+                syn::Expr::MethodCall(m) => self.name(&m.method.to_string()),
+                syn::Expr::Call(c) => {
+                    if let syn::Expr::Path(p) = &*c.func
+                        && let Some(seg) = p.path.segments.last()
+                    {
+                        self.name(&seg.ident.to_string());
+                    }
+                }
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            if self.active {
+                return;
+            }
+            if let Some(seg) = m.path.segments.last() {
+                self.name(&seg.ident.to_string());
+            }
+            self.tokens(&m.tokens);
+        }
+        fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+            if !self.active {
+                self.text(&s.value());
+            }
+        }
+    }
+    let mut scan = Scan { k, active: false };
+    scan.visit_block(block);
+    scan.active
 }
 
 /// Keeps only what summaries and receiver resolution use: calls (without argument details) and

@@ -15,7 +15,12 @@ declare_rule! {
     /// the write was read and tested *before* the lock was taken and is not read again under it.
     /// Also flags a plain `SELECT` inside a transaction, a branch on its result, then an `UPDATE`
     /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
-    /// (`WHERE status = ..` with the rows affected checked).
+    /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
+    /// added: one row read with no lock and no transaction, a value of it tested, and the row
+    /// written back by key with a value computed from the read (a lost update).
+    ///
+    /// The check must decide the write: it stops the flow, the write sits in its branch, or the
+    /// written value comes from the read. One stale read is reported once, at its first write.
     ///
     /// ### Why is this bad?
     ///
@@ -71,7 +76,10 @@ declare_rule! {
     /// The analysis is syntactic: it matches the read and the write by table (SQL text, diesel
     /// and sea-orm entity names) or by place, not by row. A re-read hidden behind a function the
     /// crate does not define is not seen; a read of a different row of the same table counts as
-    /// a re-read.
+    /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`) is not analysed. The
+    /// no-lock form needs the written value to come from the read and a test of a read value, so
+    /// a status flip decided by a stale read with no lock at all is not reported; batch passes
+    /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it.
     pub static RULE = {
         name: "check-before-lock",
         level: Error,
@@ -181,7 +189,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 let tests = query::tests_of(cx.body, r);
                 let Some(&c) = tests
                     .iter()
-                    .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+                    .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
                 else {
                     continue;
                 };
@@ -214,6 +222,16 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
         if reported {
+            continue;
+        }
+        // No lock and no transaction at all: a persisted value read, tested and written back
+        // from what was read (a lost update, the shape before any lock was added).
+        if st.txs.is_empty() && st.locks.is_empty() && !temp {
+            if !(write.conditional && checked)
+                && let Some(d) = unprotected(cx, w, write, &mut reported_reads)
+            {
+                out.push(d);
+            }
             continue;
         }
         // A plain SELECT inside the transaction, tested, then an unguarded write of the same row.
@@ -258,9 +276,15 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let tests = query::tests_of(cx.body, r);
+            if tests
+                .iter()
+                .any(|&c| c > r && c < w && sets_compared_value(cx, c, r, w))
+            {
+                continue;
+            }
             let Some(&c) = tests
                 .iter()
-                .find(|&&c| c > r && c < w && decides(cx, c, r, w))
+                .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
             else {
                 continue;
             };
@@ -316,6 +340,110 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     }
 }
 
+/// The unprotected read-modify-write: a persisted row read (no lock, no transaction), tested,
+/// and written back with a value computed from the read, by key only.
+fn unprotected(
+    cx: &RuleCx<'_>,
+    w: u32,
+    write: &crate::kb::Eff,
+    reported_reads: &mut Vec<u32>,
+) -> Option<Diagnostic> {
+    if write.mem || write.insert || write.delete || write.token || write.table.is_none() {
+        return None;
+    }
+    let wtable = write.table.as_deref();
+    for r in (0..w).rev() {
+        if cx.detached[r as usize] || reported_reads.contains(&r) {
+            continue;
+        }
+        let Some(read) = cx.eff(r, K::Read) else {
+            continue;
+        };
+        let st = &cx.states[r as usize];
+        if read.mem
+            || read.locking
+            || read.table.as_deref() != wtable
+            || !st.txs.is_empty()
+            || !st.locks.is_empty()
+            || cx.reach_end(r) <= w
+            || many_rows(cx, r)
+            || !writes_from(cx, w, r)
+        {
+            continue;
+        }
+        // The test looks at a value read (`balance < amount`, `flight.seats_left == 0`), not
+        // only at whether the row exists (`let Some(row) = find(..) else { return 404 }`).
+        let derived = query::derived(cx.body, r);
+        let tests = query::tests_of(cx.body, r);
+        let Some(&c) = tests.iter().find(|&&c| {
+            c > r
+                && c < w
+                && tests_read(cx, c, r)
+                && matches!(&cx.body.events[c as usize].kind, Ev::Cond { deps, .. }
+                    if deps.iter().any(|d| derived.contains(query::first(d))))
+        }) else {
+            continue;
+        };
+        // Re-read between the test and the write: the later read is the one that counts.
+        if (r + 1..w).any(|x| {
+            cx.effs(x)
+                .iter()
+                .any(|e| e.kind == K::Read && e.table.as_deref() == wtable)
+        }) {
+            return None;
+        }
+        reported_reads.push(r);
+        let mut d = cx.diag(
+            &RULE,
+            w,
+            "state read and tested, then written back from the stale value without a lock"
+                .to_string(),
+        );
+        d.primary_label = Some("written here from the value read before".into());
+        d.labels.push(cx.label(r, "state read here"));
+        d.labels.push(cx.label(c, "checked here"));
+        d.help = Some(
+            "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
+                .to_string(),
+        );
+        d.notes.extend(cx.chain_notes(read));
+        d.notes.extend(cx.chain_notes(write));
+        return Some(d);
+    }
+    None
+}
+
+/// A read of many rows (`.all(db)`, `fetch_all`, `load`): a batch rewrite (a migration, a
+/// re-encryption pass) walking a snapshot, not one row's read-modify-write.
+fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
+    matches!(&cx.body.events[r as usize].kind, Ev::Call(c) if c.steps.iter().any(|s| matches!(
+        s.name.as_str(),
+        "all" | "fetch_all" | "load" | "fetch" | "query" | "get_results" | "paginate" | "stream"
+    )))
+}
+
+/// Is the value written at `w` computed from the read at `r` (its arguments, or its receiver:
+/// an ORM model converted from the row read)?
+fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    if depends_on(cx, w, r) {
+        return true;
+    }
+    // `model.seats_left = Set(left - 1); model.update(db)`: an ORM model whose assigned field
+    // comes from the read (fields left unset are not written).
+    let derived = query::derived(cx.body, r);
+    let Ev::Call(c) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let Some(root) = c.recv.first() else {
+        return false;
+    };
+    cx.body.events[r as usize..w as usize].iter().any(|e| {
+        matches!(&e.kind, Ev::Assign { target, deps, .. }
+            if query::first(target) == root.as_str()
+                && deps.iter().any(|d| query::first(d) != root.as_str() && derived.contains(query::first(d))))
+    })
+}
+
 /// A read through a method of the same type that reads the same `self.` place itself (a getter
 /// like `self.balance_of(user)` taking and dropping the read guard): the place is the one the
 /// caller writes, not a lookalike reached through a long chain.
@@ -336,6 +464,67 @@ fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) ->
         })
 }
 
+/// `if row.yanked != wanted { model.yanked = Set(wanted); model.update(..) }`: the test only
+/// skips a write that would change nothing, and the write sets the very value it was compared
+/// with (not one computed from the read). Racing writers both store the wanted value; the test
+/// adds no stale decision.
+fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
+    let Ev::Cond { deps, .. } = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    let derived = query::derived(cx.body, r);
+    let wanted: Vec<&String> = deps
+        .iter()
+        .filter(|d| !derived.contains(query::first(d)))
+        .collect();
+    if wanted.is_empty() || depends_on(cx, w, r) {
+        return false;
+    }
+    let Ev::Call(call) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let in_args = |v: &String| call.all_args().any(|a| a.paths.iter().any(|p| p == v));
+    let root = call.recv.first().map(String::as_str);
+    let assigned = |v: &String| {
+        cx.body.events[c as usize..w as usize].iter().any(|e| {
+            matches!(&e.kind, Ev::Assign { target, deps, .. }
+                if Some(query::first(target)) == root
+                    && deps.iter().all(|d| !derived.contains(query::first(d)) || query::first(d) == query::first(target))
+                    && deps.contains(v))
+        })
+    };
+    wanted.iter().all(|v| in_args(v) || assigned(v))
+}
+
+/// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
+/// goes into an awaited call whose answer is what the condition tests
+/// (`match authorize(.., session_id, ..).await`, `if let Ok(dns) = discover(&config).await`):
+/// that answer is fresh, not the state read before.
+fn tests_read(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+    let Ev::Cond { deps, calls } = &cx.body.events[c as usize].kind else {
+        return true;
+    };
+    if calls.contains(&r) {
+        return true;
+    }
+    let derived = query::derived(cx.body, r);
+    let asked: Vec<&str> = calls
+        .iter()
+        .filter_map(|&k| match &cx.body.events[k as usize].kind {
+            Ev::Call(call) if call.awaited() => Some(call),
+            _ => None,
+        })
+        .flat_map(|call| {
+            call.all_args()
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p)))
+        })
+        .collect();
+    deps.iter().any(|d| {
+        let root = query::first(d);
+        derived.contains(root) && !asked.contains(&root)
+    }) || deps.is_empty()
+}
+
 /// Does the check at `c` (on the read at `r`) decide the write at `w`? The write's value comes
 /// from the read; or the check stops the flow (an assertion, `?`, `let else`, a branch that
 /// returns or breaks between them); or the write sits in a branch opened by the check, or uses
@@ -346,8 +535,13 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
         return true;
     }
     let events = &cx.body.events;
+    // The event after the test (past the sub-tests of the same condition) opens its branch;
+    // anything else is an assertion or a `?` that stops the flow.
+    let after = events[c as usize + 1..]
+        .iter()
+        .find(|e| !matches!(e.kind, Ev::Cond { .. }));
     if !matches!(
-        events.get(c as usize + 1).map(|e| &e.kind),
+        after.map(|e| &e.kind),
         Some(Ev::Enter(Region::Branch { .. }))
     ) {
         return true;

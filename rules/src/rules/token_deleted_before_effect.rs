@@ -45,7 +45,11 @@ declare_rule! {
     ///
     /// Tokens are recognised by key and table names (`idem:`, `*_token`, `idempotency_keys`) and
     /// configured `knowledge.token_checks` / `knowledge.token_deletes`; a token stored under an
-    /// unrelated name is not seen.
+    /// unrelated name is not seen. Under `#[staleguard::idempotent(key = ..)]` only deletions of
+    /// that key are covered by the macro's claim; another one-time token deleted in the body is
+    /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
+    /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
+    /// `WHERE` (a table wipe) or filtered on no key (an expiry purge) is housekeeping.
     pub static RULE = {
         name: "token-deleted-before-effect",
         level: Error,
