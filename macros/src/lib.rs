@@ -194,8 +194,8 @@ pub fn fenced(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// The function must be `async` and return `Result<T, E>` with `T: Serialize +
 /// DeserializeOwned` (or axum's `Json<U>` with such a `U`, stored as `U`) and `E: Classify +
-/// Serialize + DeserializeOwned + From<IdempotencyError>`. See `docs/idempotency.md` for the
-/// state machine, the HTTP mapping and the guarantees.
+/// Serialize + DeserializeOwned + From<IdempotencyError>`. See the `#[idempotent]` part of
+/// `docs/macros.md` for the state machine, the HTTP mapping and the guarantees.
 #[proc_macro_attribute]
 pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
     idempotent::expand(args.into(), item.into()).into()

@@ -10,29 +10,10 @@ mod fenced_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fenced_support::sqlite_pool;
+use fenced_support::{AppError, sqlite_pool};
 use staleguard::fence::{FenceCheck, FenceError, FencedCell};
 use staleguard::lease::{Lease, LeaseError, LeaseStore, MemoryLeaseStore, SqliteLeaseStore};
 use tokio::sync::Notify;
-
-#[derive(Debug)]
-#[allow(dead_code)] // the fields are read through `Debug` when a test fails
-enum AppError {
-    Db(sqlx::Error),
-    Guard(staleguard::Error),
-}
-
-impl From<sqlx::Error> for AppError {
-    fn from(err: sqlx::Error) -> Self {
-        AppError::Db(err)
-    }
-}
-
-impl From<staleguard::Error> for AppError {
-    fn from(err: staleguard::Error) -> Self {
-        AppError::Guard(err)
-    }
-}
 
 fn is_fenced(result: &Result<Wrote, AppError>) -> bool {
     matches!(result, Err(AppError::Guard(staleguard::Error::Fenced(_))))

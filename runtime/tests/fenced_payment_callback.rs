@@ -9,31 +9,12 @@ mod fenced_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fenced_support::{IsHeld, Rng, retry_while_held, sqlite_pool};
+use fenced_support::{AppError, IsHeld, Rng, retry_while_held, sqlite_pool};
 use sqlx::Row;
 use staleguard::lease::SqliteLeaseStore;
 use tokio::sync::Notify;
 
 const TTL: Duration = Duration::from_secs(30);
-
-#[derive(Debug)]
-#[allow(dead_code)] // the fields are read through `Debug` when a test fails
-enum AppError {
-    Db(sqlx::Error),
-    Guard(staleguard::Error),
-}
-
-impl From<sqlx::Error> for AppError {
-    fn from(err: sqlx::Error) -> Self {
-        AppError::Db(err)
-    }
-}
-
-impl From<staleguard::Error> for AppError {
-    fn from(err: staleguard::Error) -> Self {
-        AppError::Guard(err)
-    }
-}
 
 impl IsHeld for AppError {
     fn is_held(&self) -> bool {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fenced_support::sqlite_pool;
+use fenced_support::{AppError, sqlite_pool};
 use staleguard::fence::FencedCell;
 use staleguard::lease::{MemoryLeaseStore, SqliteLeaseStore};
 use tokio::sync::Notify;
@@ -19,25 +19,6 @@ const TTL: Duration = Duration::from_secs(30);
 const SEAT: i64 = 12;
 const A: i64 = 1001;
 const B: i64 = 1002;
-
-#[derive(Debug)]
-#[allow(dead_code)] // the fields are read through `Debug` when a test fails
-enum AppError {
-    Db(sqlx::Error),
-    Guard(staleguard::Error),
-}
-
-impl From<sqlx::Error> for AppError {
-    fn from(err: sqlx::Error) -> Self {
-        AppError::Db(err)
-    }
-}
-
-impl From<staleguard::Error> for AppError {
-    fn from(err: staleguard::Error) -> Self {
-        AppError::Guard(err)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {

@@ -25,7 +25,7 @@
 //!
 //! Every transition out of `PROCESSING` is a compare-and-set on `(key, fence, owner, PROCESSING)`:
 //! an owner whose lease was taken over gets [`Transition::Fenced`] and changes nothing. See
-//! `docs/idempotency.md` for the HTTP mapping and the exact guarantees.
+//! `docs/macros.md` (the `#[idempotent]` part) for the HTTP mapping and the exact guarantees.
 
 mod engine;
 mod error;

@@ -1,13 +1,9 @@
 //! `SqliteLeaseStore` and the SQLite fenced-write check: leases and accepted fencing tokens in two
 //! tables, each operation one conditional statement, clocked by SQLite's `unixepoch('subsec')`.
 
-use std::time::Duration;
-
 use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
-use sqlx::{Row, Transaction};
 
-use super::{FencingToken, Lease, LeaseError, LeaseStore, ttl_ms};
-use crate::fence::{Commit, FenceCheck, FenceError, Fenced, Held, Lost, StoreError};
+use crate::fence::StoreError;
 
 const SCHEMA: &str = "\
 CREATE TABLE IF NOT EXISTS staleguard_leases (
@@ -101,107 +97,4 @@ impl SqliteLeaseStore {
     }
 }
 
-fn token_param(token: FencingToken) -> i64 {
-    i64::try_from(token.get()).unwrap_or(i64::MAX)
-}
-
-fn token_from(value: i64) -> FencingToken {
-    FencingToken::new(u64::try_from(value).unwrap_or_default())
-}
-
-fn lost(lease: &Lease) -> LeaseError {
-    LeaseError::Lost(Lost {
-        resource: lease.resource().to_string(),
-        token: lease.token(),
-    })
-}
-
-impl LeaseStore for SqliteLeaseStore {
-    async fn acquire(
-        &self,
-        resource: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Lease, LeaseError> {
-        let row = sqlx::query(ACQUIRE)
-            .bind(resource)
-            .bind(owner)
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else {
-            return Err(LeaseError::Held(Held {
-                resource: resource.to_string(),
-            }));
-        };
-        let token: i64 = row.try_get(0)?;
-        let expires_at_ms: i64 = row.try_get(1)?;
-        Ok(Lease::new(
-            resource,
-            owner,
-            token_from(token),
-            expires_at_ms,
-        ))
-    }
-
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LeaseError> {
-        let row = sqlx::query(RENEW)
-            .bind(lease.resource())
-            .bind(token_param(lease.token()))
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else {
-            return Err(lost(lease));
-        };
-        let expires_at_ms: i64 = row.try_get(0)?;
-        Ok(Lease::new(
-            lease.resource(),
-            lease.owner(),
-            lease.token(),
-            expires_at_ms,
-        ))
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), LeaseError> {
-        let done = sqlx::query(RELEASE)
-            .bind(lease.resource())
-            .bind(token_param(lease.token()))
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(lost(lease));
-        }
-        Ok(())
-    }
-}
-
-impl FenceCheck for SqliteConnection {
-    async fn check_fence(&mut self, resource: &str, token: FencingToken) -> Result<(), FenceError> {
-        let done = sqlx::query(FENCE)
-            .bind(resource)
-            .bind(token_param(token))
-            .execute(&mut *self)
-            .await?;
-        if done.rows_affected() > 0 {
-            return Ok(());
-        }
-        let current: Option<i64> = sqlx::query_scalar(FENCE_CURRENT)
-            .bind(resource)
-            .fetch_optional(&mut *self)
-            .await?;
-        Err(FenceError::Fenced(Fenced {
-            resource: resource.to_string(),
-            token,
-            current: current.map(token_from),
-        }))
-    }
-}
-
-impl Commit for Transaction<'_, Sqlite> {
-    type Error = sqlx::Error;
-
-    fn commit(self) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
-        Transaction::commit(self)
-    }
-}
+super::sql::sql_lease_store!(SqliteLeaseStore, SqliteConnection, Sqlite);

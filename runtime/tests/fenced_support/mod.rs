@@ -122,6 +122,27 @@ where
     }
 }
 
+/// The error type of the test handlers: what `#[fenced]` needs (`From<sqlx::Error>` for the
+/// transaction and the re-read, `From<staleguard::Error>` for the lease).
+#[derive(Debug)]
+#[allow(dead_code)] // the fields are read through `Debug` when a test fails
+pub enum AppError {
+    Db(sqlx::Error),
+    Guard(staleguard::Error),
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(err: sqlx::Error) -> Self {
+        AppError::Db(err)
+    }
+}
+
+impl From<staleguard::Error> for AppError {
+    fn from(err: staleguard::Error) -> Self {
+        AppError::Guard(err)
+    }
+}
+
 /// Whether an error means "the lease is held by another owner, try again".
 pub trait IsHeld {
     fn is_held(&self) -> bool;
