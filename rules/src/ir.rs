@@ -124,6 +124,22 @@ pub struct Bind {
     pub closure: Option<u32>,
 }
 
+impl Bind {
+    /// A binding of `names` from `deps` and `calls`, with no type, literal, SQL or closure.
+    pub fn plain(names: Vec<String>, deps: Vec<String>, calls: Vec<u32>) -> Self {
+        Bind {
+            names,
+            ty: None,
+            deps,
+            calls,
+            strs: Vec::new(),
+            sql: None,
+            lit: None,
+            closure: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Region {
     /// An `if` / `else` / match arm / `let else` block; `diverges` when it always leaves the

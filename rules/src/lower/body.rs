@@ -138,14 +138,8 @@ impl Lw<'_, '_> {
                     self.push(
                         sp,
                         Ev::Bind(Box::new(Bind {
-                            names: names.clone(),
                             ty,
-                            deps: Vec::new(),
-                            calls: Vec::new(),
-                            strs: Vec::new(),
-                            sql: None,
-                            lit: None,
-                            closure: None,
+                            ..Bind::plain(names.clone(), Vec::new(), Vec::new())
                         })),
                     );
                 }
@@ -206,19 +200,7 @@ impl Lw<'_, '_> {
                 let div = block_diverges(&i.then_branch);
                 self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
                 if !let_pats.is_empty() {
-                    self.push(
-                        sp,
-                        Ev::Bind(Box::new(Bind {
-                            names: let_pats,
-                            ty: None,
-                            deps,
-                            calls,
-                            strs: Vec::new(),
-                            sql: None,
-                            lit: None,
-                            closure: None,
-                        })),
-                    );
+                    self.push(sp, Ev::Bind(Box::new(Bind::plain(let_pats, deps, calls))));
                 }
                 self.block(&i.then_branch);
                 self.push(sp, Ev::Leave);
@@ -258,16 +240,7 @@ impl Lw<'_, '_> {
                     if !names.is_empty() {
                         self.push(
                             asp,
-                            Ev::Bind(Box::new(Bind {
-                                names,
-                                ty: None,
-                                deps: deps.clone(),
-                                calls: calls.clone(),
-                                strs: Vec::new(),
-                                sql: None,
-                                lit: None,
-                                closure: None,
-                            })),
+                            Ev::Bind(Box::new(Bind::plain(names, deps.clone(), calls.clone()))),
                         );
                     }
                     if let Pat::Guard(g) = &arm.pat {
@@ -316,19 +289,7 @@ impl Lw<'_, '_> {
                     },
                 );
                 if !let_pats.is_empty() {
-                    self.push(
-                        sp,
-                        Ev::Bind(Box::new(Bind {
-                            names: let_pats,
-                            ty: None,
-                            deps,
-                            calls,
-                            strs: Vec::new(),
-                            sql: None,
-                            lit: None,
-                            closure: None,
-                        })),
-                    );
+                    self.push(sp, Ev::Bind(Box::new(Bind::plain(let_pats, deps, calls))));
                 }
                 self.block(&w.body);
                 self.push(sp, Ev::Leave);
@@ -343,19 +304,7 @@ impl Lw<'_, '_> {
                 pat_names(&f.pat, &mut names);
                 let mut deps = Vec::new();
                 paths(&f.expr, &mut deps, 0);
-                self.push(
-                    sp,
-                    Ev::Bind(Box::new(Bind {
-                        names,
-                        ty: None,
-                        deps,
-                        calls,
-                        strs: Vec::new(),
-                        sql: None,
-                        lit: None,
-                        closure: None,
-                    })),
-                );
+                self.push(sp, Ev::Bind(Box::new(Bind::plain(names, deps, calls))));
                 self.block(&f.body);
                 self.push(sp, Ev::Leave);
             }
@@ -514,19 +463,7 @@ impl Lw<'_, '_> {
         }
         if !names.is_empty() {
             let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
-            self.push(
-                sp,
-                Ev::Bind(Box::new(Bind {
-                    names,
-                    ty: None,
-                    deps: from,
-                    calls: Vec::new(),
-                    strs: Vec::new(),
-                    sql: None,
-                    lit: None,
-                    closure: None,
-                })),
-            );
+            self.push(sp, Ev::Bind(Box::new(Bind::plain(names, from, Vec::new()))));
         }
         self.expr(&c.body);
     }
@@ -775,16 +712,7 @@ impl Lw<'_, '_> {
                         if !names.is_empty() {
                             self.push(
                                 sp,
-                                Ev::Bind(Box::new(Bind {
-                                    names,
-                                    ty: None,
-                                    deps: Vec::new(),
-                                    calls: fut_call,
-                                    strs: Vec::new(),
-                                    sql: None,
-                                    lit: None,
-                                    closure: None,
-                                })),
+                                Ev::Bind(Box::new(Bind::plain(names, Vec::new(), fut_call))),
                             );
                         }
                     }
