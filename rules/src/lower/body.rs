@@ -52,6 +52,36 @@ impl Lw<'_, '_> {
             .collect()
     }
 
+    /// Pushes the `Cond` for a test of `tested`, whose own events start at `start`, and returns
+    /// its index.
+    fn test(&mut self, sp: Sp, start: usize, tested: &[&Expr]) -> u32 {
+        let calls = self.calls_since(start);
+        let mut deps = Vec::new();
+        for e in tested {
+            paths(e, &mut deps, 0);
+        }
+        self.push(
+            sp,
+            Ev::Cond {
+                deps: deps.into(),
+                calls: calls.into(),
+            },
+        )
+    }
+
+    /// Binds `names` (an `if let` / `while let` / match arm pattern) to what the `Cond` at
+    /// `cond` tested.
+    fn bind_tested(&mut self, sp: Sp, cond: u32, names: Vec<String>) {
+        if names.is_empty() {
+            return;
+        }
+        let Ev::Cond { deps, calls } = &self.ev[cond as usize].kind else {
+            return;
+        };
+        let bind = Bind::plain(names, deps.to_vec(), calls.to_vec());
+        self.push(sp, Ev::Bind(Box::new(bind)));
+    }
+
     pub(super) fn block(&mut self, b: &Block) {
         self.scopes.push(Vec::new());
         for s in &b.stmts {
@@ -186,22 +216,11 @@ impl Lw<'_, '_> {
                 let start = self.ev.len();
                 let mut let_pats = Vec::new();
                 self.cond_expr(&i.cond, &mut let_pats);
-                let calls = self.calls_since(start);
-                let mut deps = Vec::new();
-                paths(&i.cond, &mut deps, 0);
                 let sp = self.lines.sp(i.if_token.span, end_span(&i.cond));
-                self.push(
-                    sp,
-                    Ev::Cond {
-                        deps: (deps.clone()).into(),
-                        calls: (calls.clone()).into(),
-                    },
-                );
+                let cond = self.test(sp, start, &[&i.cond]);
                 let div = block_diverges(&i.then_branch);
                 self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
-                if !let_pats.is_empty() {
-                    self.push(sp, Ev::Bind(Box::new(Bind::plain(let_pats, deps, calls))));
-                }
+                self.bind_tested(sp, cond, let_pats);
                 self.block(&i.then_branch);
                 self.push(sp, Ev::Leave);
                 if let Some((_, els)) = &i.else_branch {
@@ -214,17 +233,8 @@ impl Lw<'_, '_> {
             Expr::Match(m) => {
                 let start = self.ev.len();
                 self.expr(&m.expr);
-                let calls = self.calls_since(start);
-                let mut deps = Vec::new();
-                paths(&m.expr, &mut deps, 0);
                 let sp = self.lines.sp(m.match_token.span, end_span(&m.expr));
-                self.push(
-                    sp,
-                    Ev::Cond {
-                        deps: (deps.clone()).into(),
-                        calls: (calls.clone()).into(),
-                    },
-                );
+                let cond = self.test(sp, start, &[&m.expr]);
                 for arm in &m.arms {
                     let asp = self
                         .lines
@@ -237,26 +247,12 @@ impl Lw<'_, '_> {
                     );
                     let mut names = Vec::new();
                     pat_names(&arm.pat, &mut names);
-                    if !names.is_empty() {
-                        self.push(
-                            asp,
-                            Ev::Bind(Box::new(Bind::plain(names, deps.clone(), calls.clone()))),
-                        );
-                    }
+                    self.bind_tested(asp, cond, names);
                     if let Pat::Guard(g) = &arm.pat {
                         let gstart = self.ev.len();
                         self.expr(&g.guard);
-                        let gcalls = self.calls_since(gstart);
-                        let mut gdeps = Vec::new();
-                        paths(&g.guard, &mut gdeps, 0);
                         let gsp = self.lines.sp(g.if_token.span, end_span(&g.guard));
-                        self.push(
-                            gsp,
-                            Ev::Cond {
-                                deps: (gdeps).into(),
-                                calls: (gcalls).into(),
-                            },
-                        );
+                        self.test(gsp, gstart, &[&g.guard]);
                     }
                     self.expr(&arm.body);
                     self.push(asp, Ev::Leave);
@@ -278,19 +274,8 @@ impl Lw<'_, '_> {
                 let start = self.ev.len();
                 let mut let_pats = Vec::new();
                 self.cond_expr(&w.cond, &mut let_pats);
-                let calls = self.calls_since(start);
-                let mut deps = Vec::new();
-                paths(&w.cond, &mut deps, 0);
-                self.push(
-                    sp,
-                    Ev::Cond {
-                        deps: (deps.clone()).into(),
-                        calls: (calls.clone()).into(),
-                    },
-                );
-                if !let_pats.is_empty() {
-                    self.push(sp, Ev::Bind(Box::new(Bind::plain(let_pats, deps, calls))));
-                }
+                let cond = self.test(sp, start, &[&w.cond]);
+                self.bind_tested(sp, cond, let_pats);
                 self.block(&w.body);
                 self.push(sp, Ev::Leave);
             }
@@ -372,18 +357,8 @@ impl Lw<'_, '_> {
                     ) {
                         // A comparison anywhere (`Ok(changed == 1)`, a filter predicate) tests
                         // its operands.
-                        let calls = self.calls_since(start);
-                        let mut deps = Vec::new();
-                        paths(&b.left, &mut deps, 0);
-                        paths(&b.right, &mut deps, 0);
                         let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
-                        self.push(
-                            sp,
-                            Ev::Cond {
-                                deps: deps.into(),
-                                calls: calls.into(),
-                            },
-                        );
+                        self.test(sp, start, &[&b.left, &b.right]);
                     }
                 }
             }
@@ -725,19 +700,14 @@ impl Lw<'_, '_> {
             "ensure" | "ensure_eq" => {
                 let args = macros::parse_args(&m.tokens);
                 let start = self.ev.len();
-                let mut deps = Vec::new();
-                for a in args.iter().take(if name.contains("eq") { 2 } else { 1 }) {
+                let tested: Vec<&Expr> = args
+                    .iter()
+                    .take(if name.contains("eq") { 2 } else { 1 })
+                    .collect();
+                for a in &tested {
                     self.expr(a);
-                    paths(a, &mut deps, 0);
                 }
-                let calls = self.calls_since(start);
-                self.push(
-                    sp,
-                    Ev::Cond {
-                        deps: deps.into(),
-                        calls: calls.into(),
-                    },
-                );
+                self.test(sp, start, &tested);
             }
             "bail" | "panic" | "unreachable" | "todo" | "unimplemented" => {
                 self.push(sp, Ev::Exit);
