@@ -186,34 +186,10 @@ impl Ledger {
 
     /// Records one effect; a second effect with the same `effect_key` fails.
     pub async fn record(&self, effect_key: &str, order: &str, fence: i64) -> Result<(), AppError> {
-        let result = match self {
-            Ledger::Sqlite(pool, table) => {
-                let sql = format!(
-                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES (?1, ?2, ?3)"
-                );
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(effect_key)
-                    .bind(order)
-                    .bind(fence)
-                    .execute(pool)
-                    .await
-                    .map(drop)
-            }
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres(pool, table) => {
-                let sql = format!(
-                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES ($1, $2, $3)"
-                );
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(effect_key)
-                    .bind(order)
-                    .bind(fence)
-                    .execute(pool)
-                    .await
-                    .map(drop)
-            }
-        };
-        result.map_err(|e| AppError::Ledger(e.to_string()))
+        self.insert(effect_key, order, fence, "")
+            .await
+            .map(drop)
+            .map_err(|e| AppError::Ledger(e.to_string()))
     }
 
     /// Records the effect unless one with `effect_key` exists (a downstream that deduplicates
@@ -224,10 +200,29 @@ impl Ledger {
         order: &str,
         fence: i64,
     ) -> Result<bool, AppError> {
-        let rows = match self {
+        self.insert(
+            effect_key,
+            order,
+            fence,
+            " ON CONFLICT (effect_key) DO NOTHING",
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(|e| AppError::Ledger(e.to_string()))
+    }
+
+    /// Inserts one effect row, with `conflict` appended to the statement; returns rows affected.
+    async fn insert(
+        &self,
+        effect_key: &str,
+        order: &str,
+        fence: i64,
+        conflict: &str,
+    ) -> Result<u64, sqlx::Error> {
+        match self {
             Ledger::Sqlite(pool, table) => {
                 let sql = format!(
-                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES (?1, ?2, ?3) ON CONFLICT (effect_key) DO NOTHING"
+                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES (?1, ?2, ?3){conflict}"
                 );
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(effect_key)
@@ -240,7 +235,7 @@ impl Ledger {
             #[cfg(feature = "postgres")]
             Ledger::Postgres(pool, table) => {
                 let sql = format!(
-                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES ($1, $2, $3) ON CONFLICT (effect_key) DO NOTHING"
+                    "INSERT INTO {table} (effect_key, order_id, fence) VALUES ($1, $2, $3){conflict}"
                 );
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(effect_key)
@@ -250,9 +245,7 @@ impl Ledger {
                     .await
                     .map(|r| r.rows_affected())
             }
-        };
-        rows.map(|n| n == 1)
-            .map_err(|e| AppError::Ledger(e.to_string()))
+        }
     }
 
     /// Effects recorded for `order`, with their fences, in insertion order.
