@@ -5,14 +5,32 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Live allocations by size class: <=16, <=32, <=64, <=128, <=256, larger.
+static SIZES: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+
+fn class(size: usize) -> usize {
+    match size {
+        0..=16 => 0,
+        17..=32 => 1,
+        33..=64 => 2,
+        65..=128 => 3,
+        129..=256 => 4,
+        _ => 5,
+    }
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        COUNT.fetch_add(1, Ordering::Relaxed);
+        SIZES[class(l.size())].fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        COUNT.fetch_sub(1, Ordering::Relaxed);
+        SIZES[class(l.size())].fetch_sub(1, Ordering::Relaxed);
         unsafe { System.dealloc(p, l) }
     }
 }
@@ -93,10 +111,13 @@ fn main() {
         }
     }
     println!(
-        "live bytes with every file lowered: {} ({} files kept)",
+        "live bytes with every file lowered: {} in {} allocations ({} files kept)",
         LIVE.load(Ordering::Relaxed),
+        COUNT.load(Ordering::Relaxed),
         kept.len()
     );
+    let sizes: Vec<usize> = SIZES.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    println!("live allocations by size (<=16, <=32, <=64, <=128, <=256, more): {sizes:?}");
     use staleguard_rules::ir::*;
     println!(
         "sizes: Event {} Bind {} Call {} Step {} Arg {} Body {} SqlInfo {}",

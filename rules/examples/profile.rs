@@ -2,7 +2,11 @@
 //! the given directories on one thread, checks each directory as one crate, and prints the time
 //! of each phase.
 //!
-//! `cargo run --release -p staleguard-rules --example profile -- DIR [DIR..]`
+//! `cargo run --release -p staleguard-rules --example profile -- [--floor] DIR [DIR..]`
+//!
+//! With `--floor` it only reads and parses (`syn::parse_file`, with the same span hygiene as the
+//! analyzer), so `valgrind --tool=callgrind` on both runs gives the instruction ratio of the full
+//! analysis to the parse floor: a figure that machine load does not move.
 
 use staleguard_rules::{Analyzer, Knowledge, STACK_SIZE};
 use std::path::{Path, PathBuf};
@@ -28,6 +32,23 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[allow(clippy::print_stdout)]
 fn run(dirs: Vec<String>) {
+    if dirs.first().is_some_and(|d| d == "--floor") {
+        let t = Instant::now();
+        for d in &dirs[1..] {
+            let mut files = Vec::new();
+            walk(Path::new(d), &mut files);
+            files.sort();
+            for p in files {
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    continue;
+                };
+                drop(syn::parse_file(&text));
+                proc_macro2::extra::invalidate_current_thread_spans();
+            }
+        }
+        println!("read+parse {:.2}s", t.elapsed().as_secs_f64());
+        return;
+    }
     let analyzer = Analyzer::new(Knowledge::default());
     let (mut lowering, mut checking) = (Duration::ZERO, Duration::ZERO);
     let mut findings = 0;

@@ -1,7 +1,7 @@
 //! Crate-wide facts, merged from every lowered file: functions and methods with their impl type,
 //! struct field types, `use` aliases, consts holding SQL, trait implementations.
 
-use crate::ir::{FileIr, TypeRef};
+use crate::ir::{FileIr, Name, TypeRef};
 use crate::sql::SqlInfo;
 use std::collections::HashMap;
 
@@ -15,27 +15,27 @@ pub struct BodyId {
 /// Everything known about the crate (or workspace) being checked.
 #[derive(Debug, Default)]
 pub struct Facts {
-    pub structs: HashMap<String, Vec<(String, TypeRef)>>,
-    pub sql_consts: HashMap<String, SqlInfo>,
-    pub str_consts: HashMap<String, String>,
+    pub structs: HashMap<Name, Vec<(Name, TypeRef)>>,
+    pub sql_consts: HashMap<Name, SqlInfo>,
+    pub str_consts: HashMap<Name, Name>,
     /// Trait name to the types implementing it in the crate.
-    pub trait_impls: HashMap<String, Vec<String>>,
+    pub trait_impls: HashMap<Name, Vec<Name>>,
     /// Free fns by ident.
-    pub free_fns: HashMap<String, Vec<BodyId>>,
+    pub free_fns: HashMap<Name, Vec<BodyId>>,
     /// Methods by (self type or trait, ident).
-    pub methods_of: HashMap<(String, String), Vec<BodyId>>,
+    pub methods_of: HashMap<(Name, Name), Vec<BodyId>>,
     /// Methods by ident alone (any type).
-    pub methods_named: HashMap<String, Vec<BodyId>>,
+    pub methods_named: HashMap<Name, Vec<BodyId>>,
     /// Methods taking `&mut self`.
     pub mut_self: std::collections::HashSet<BodyId>,
     /// Bodies by their impl's self type.
-    pub by_type: HashMap<String, Vec<BodyId>>,
+    pub by_type: HashMap<Name, Vec<BodyId>>,
     /// Bodies by the (last segment of the) types their non-`self` parameters mention.
-    pub taking: HashMap<String, Vec<BodyId>>,
+    pub taking: HashMap<Name, Vec<BodyId>>,
     /// `type Alias = Target;` across the crate.
-    pub aliases: HashMap<String, TypeRef>,
+    pub aliases: HashMap<Name, TypeRef>,
     /// Per file: `use` aliases.
-    pub uses: Vec<HashMap<String, String>>,
+    pub uses: Vec<HashMap<Name, Name>>,
     /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
     /// the crate facts, and the same field and parameter types are classified again and again.
     pub class_memo: std::sync::Mutex<HashMap<(u32, TypeRef), crate::kb::types::Class>>,
@@ -79,7 +79,7 @@ impl Facts {
                     if n != "self" {
                         for x in ty {
                             let last = x.rsplit("::").next().unwrap_or(x);
-                            let v = f.taking.entry(last.to_string()).or_default();
+                            let v = f.taking.entry(Name::new(last)).or_default();
                             if v.last() != Some(&id) {
                                 v.push(id);
                             }
@@ -120,14 +120,14 @@ impl Facts {
     }
 
     /// Resolves the first segment of a path through the file's `use` aliases.
-    pub fn resolve(&self, file: u32, path: &str) -> String {
+    pub fn resolve(&self, file: u32, path: &str) -> Name {
         let (head, rest) = match path.find("::") {
             Some(i) => (&path[..i], &path[i..]),
             None => (path, ""),
         };
         match self.uses.get(file as usize).and_then(|u| u.get(head)) {
-            Some(full) => format!("{full}{rest}"),
-            None => path.to_string(),
+            Some(full) => full.with_suffix(rest),
+            None => Name::new(path),
         }
     }
 
@@ -135,7 +135,7 @@ impl Facts {
     /// `ty`, or every implementation when `ty` is a trait of the crate.
     pub fn methods(&self, ty: &str, method: &str) -> Vec<BodyId> {
         self.methods_of
-            .get(&(ty.to_string(), method.to_string()))
+            .get(&(Name::new(ty), Name::new(method)))
             .cloned()
             .unwrap_or_default()
     }

@@ -5,6 +5,7 @@
 //! paired [`Ev::Enter`] / [`Ev::Leave`] markers (branches, loops, closures, async blocks), and guard
 //! lifetimes with [`Ev::Drop`] at scope end or `drop(x)`.
 
+pub use crate::name::Name;
 use crate::sql::SqlInfo;
 
 /// A compact source range: byte offsets and 1-based line / 1-based char column.
@@ -21,7 +22,7 @@ pub struct Sp {
 /// A type as written, flattened to the paths it mentions in pre-order:
 /// `Arc<Mutex<HashMap<Uuid, Order>>>` is `["Arc", "Mutex", "HashMap", "Uuid", "Order"]`,
 /// `Arc<dyn PaymentGateway + Send>` is `["Arc", "dyn PaymentGateway", "Send"]`.
-pub type TypeRef = Vec<String>;
+pub type TypeRef = Vec<Name>;
 
 /// One lowered file.
 #[derive(Debug, Clone, Default)]
@@ -36,27 +37,27 @@ pub struct FileIr {
 #[derive(Debug, Clone, Default)]
 pub struct FileFacts {
     /// Struct name and its named fields with their types.
-    pub structs: Vec<(String, Vec<(String, TypeRef)>)>,
+    pub structs: Vec<(Name, Vec<(Name, TypeRef)>)>,
     /// `use` aliases: the name in scope and the full path it stands for.
-    pub uses: Vec<(String, String)>,
+    pub uses: Vec<(Name, Name)>,
     /// Consts and statics holding SQL text.
-    pub sql_consts: Vec<(String, SqlInfo)>,
+    pub sql_consts: Vec<(Name, SqlInfo)>,
     /// Consts and statics holding other short strings (redis keys, prefixes).
-    pub str_consts: Vec<(String, String)>,
+    pub str_consts: Vec<(Name, Name)>,
     /// `impl Trait for Type` pairs.
-    pub trait_impls: Vec<(String, String)>,
+    pub trait_impls: Vec<(Name, Name)>,
     /// `type Alias = Target;`
-    pub aliases: Vec<(String, TypeRef)>,
+    pub aliases: Vec<(Name, TypeRef)>,
 }
 
 /// One function, method or trait default method.
 #[derive(Debug, Clone)]
 pub struct Body {
     /// Display name: `Type::method` or `function`.
-    pub name: String,
-    pub ident: String,
-    pub self_ty: Option<String>,
-    pub trait_name: Option<String>,
+    pub name: Name,
+    pub ident: Name,
+    pub self_ty: Option<Name>,
+    pub trait_name: Option<Name>,
     /// The fn's name token.
     pub sp: Sp,
     pub is_async: bool,
@@ -67,8 +68,8 @@ pub struct Body {
     /// Under `#[staleguard::idempotent(..)]` with arguments that parse.
     pub idempotent: bool,
     /// The `key = ..` of that attribute as a dotted place (`top_up.voucher`), when it is one.
-    pub idempotent_key: Option<Box<str>>,
-    pub params: Vec<(String, TypeRef)>,
+    pub idempotent_key: Option<Name>,
+    pub params: Vec<(Name, TypeRef)>,
     pub ret: TypeRef,
     pub events: Vec<Event>,
 }
@@ -89,20 +90,20 @@ pub enum Ev {
     Bind(Box<Bind>),
     /// `target = value` (also `+=` and friends); `target` is a dotted path (`g.balance`, `*g` is `g`).
     Assign {
-        target: Box<str>,
-        deps: Box<[String]>,
+        target: Name,
+        deps: Box<[Name]>,
         calls: Box<[u32]>,
     },
     /// A test: `if`, `match` scrutinee, match guard, `let else`, `assert!`/`ensure!`, `?` on a check.
     Cond {
-        deps: Box<[String]>,
+        deps: Box<[Name]>,
         calls: Box<[u32]>,
     },
     /// `return`, `break`, `continue`.
     Exit,
     /// A local goes out of scope or is passed to `drop`.
     Drop {
-        name: Box<str>,
+        name: Name,
     },
     Enter(Region),
     Leave,
@@ -110,12 +111,12 @@ pub enum Ev {
 
 #[derive(Debug, Clone)]
 pub struct Bind {
-    pub names: Vec<String>,
+    pub names: Vec<Name>,
     pub ty: Option<TypeRef>,
-    pub deps: Vec<String>,
+    pub deps: Vec<Name>,
     pub calls: Vec<u32>,
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
-    pub strs: Vec<String>,
+    pub strs: Vec<Name>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
     pub sql: Option<Box<SqlInfo>>,
     /// A struct literal in the init.
@@ -126,7 +127,7 @@ pub struct Bind {
 
 impl Bind {
     /// A binding of `names` from `deps` and `calls`, with no type, literal, SQL or closure.
-    pub fn plain(names: Vec<String>, deps: Vec<String>, calls: Vec<u32>) -> Self {
+    pub fn plain(names: Vec<Name>, deps: Vec<Name>, calls: Vec<u32>) -> Self {
         Bind {
             names,
             ty: None,
@@ -158,16 +159,16 @@ pub enum Region {
 #[derive(Debug, Clone, Default)]
 pub struct Call {
     /// The receiver path when the chain starts at a place: `["self", "http"]`, `["tx"]`.
-    pub recv: Vec<String>,
+    pub recv: Vec<Name>,
     /// The function path when the chain starts with a call or macro: `["sqlx", "query"]`,
     /// `["sqlx", "query!"]`. Its call is `steps[0]`.
-    pub func: Vec<String>,
+    pub func: Vec<Name>,
     pub steps: Vec<Step>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Step {
-    pub name: String,
+    pub name: Name,
     pub args: Vec<Arg>,
     /// `.await` directly after this step.
     pub awaited: bool,
@@ -181,7 +182,7 @@ pub struct Step {
 #[derive(Debug, Clone, Default)]
 pub struct Arg {
     /// Dotted places read (`order.id`, `self.db`, `tx`).
-    pub paths: Vec<String>,
+    pub paths: Vec<Name>,
     /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
     pub ev: Option<u32>,
     pub closure: bool,
@@ -194,12 +195,12 @@ pub struct Arg {
 #[derive(Debug, Clone, Default)]
 pub struct ArgExtra {
     /// Short string literals (also the literal of a `format!`).
-    pub strs: Vec<String>,
+    pub strs: Vec<Name>,
     pub sql: Option<SqlInfo>,
     /// Columns compared with `.eq(..)` & co. (diesel / sea-orm filters and `.set(..)`).
-    pub eq_cols: Vec<String>,
+    pub eq_cols: Vec<Name>,
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
-    pub calls: Vec<String>,
+    pub calls: Vec<Name>,
     pub lit: Option<StructLit>,
 }
 
@@ -214,7 +215,7 @@ impl ArgExtra {
 }
 
 impl Arg {
-    pub fn strs(&self) -> &[String] {
+    pub fn strs(&self) -> &[Name] {
         self.extra
             .as_ref()
             .map(|x| x.strs.as_slice())
@@ -225,14 +226,14 @@ impl Arg {
         self.extra.as_ref().and_then(|x| x.sql.as_ref())
     }
 
-    pub fn eq_cols(&self) -> &[String] {
+    pub fn eq_cols(&self) -> &[Name] {
         self.extra
             .as_ref()
             .map(|x| x.eq_cols.as_slice())
             .unwrap_or(&[])
     }
 
-    pub fn calls(&self) -> &[String] {
+    pub fn calls(&self) -> &[Name] {
         self.extra
             .as_ref()
             .map(|x| x.calls.as_slice())
@@ -247,8 +248,8 @@ impl Arg {
 /// `Type { field, other: .. }` with the field names (shorthand and explicit).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StructLit {
-    pub ty: String,
-    pub fields: Vec<String>,
+    pub ty: Name,
+    pub fields: Vec<Name>,
 }
 
 impl Call {
@@ -290,6 +291,6 @@ impl Call {
     }
 
     pub fn func_last(&self) -> &str {
-        self.func.last().map(String::as_str).unwrap_or("")
+        self.func.last().map(Name::as_str).unwrap_or("")
     }
 }

@@ -14,6 +14,7 @@ pub mod facts;
 pub mod ir;
 pub mod kb;
 mod lower;
+pub mod name;
 pub mod parse;
 pub mod query;
 pub mod registry;

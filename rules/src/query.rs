@@ -4,13 +4,14 @@
 
 use crate::ir::{Body, Ev, Region};
 use crate::kb::{BodyEffects, K};
+use crate::name::Name;
 use std::collections::HashSet;
 
 /// A live lock or transaction: the event that opened it and the local holding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Open {
     pub event: u32,
-    pub name: Option<String>,
+    pub name: Option<Name>,
 }
 
 /// The `Open::event` of a transaction received as a parameter.
@@ -26,7 +27,7 @@ pub struct State {
 }
 
 /// For each call event, the names its result is bound to (`let tx = pool.begin().await?`).
-pub fn binders(body: &Body) -> Vec<Vec<String>> {
+pub fn binders(body: &Body) -> Vec<Vec<Name>> {
     let mut out = vec![Vec::new(); body.events.len()];
     for ev in &body.events {
         if let Ev::Bind(b) = &ev.kind
@@ -180,8 +181,8 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
 
 /// Locals whose value derives from the result of call event `from` (bound from it, or from a
 /// local that is).
-pub fn derived(body: &Body, from: u32) -> HashSet<String> {
-    let mut set: HashSet<String> = HashSet::new();
+pub fn derived(body: &Body, from: u32) -> HashSet<Name> {
+    let mut set: HashSet<Name> = HashSet::new();
     for ev in &body.events[from as usize..] {
         if let Ev::Bind(b) = &ev.kind {
             let direct = b.calls.contains(&from);

@@ -5,6 +5,7 @@
 //! handled by a real SQL lexer); the statement shape is then read from the token stream, which
 //! also works for dialect extensions and fragments that a full parser would reject.
 
+use crate::name::Name;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -26,13 +27,13 @@ pub enum SqlKind {
 pub struct SqlInfo {
     pub kind: SqlKind,
     /// Tables read or written (lowercase, unqualified).
-    pub tables: Vec<String>,
+    pub tables: Vec<Name>,
     /// `SELECT .. FOR UPDATE` / `FOR NO KEY UPDATE` / `FOR SHARE` / `LOCK IN SHARE MODE`.
     pub locking: bool,
     /// Columns assigned by `UPDATE .. SET` (lowercase).
-    pub set_cols: Vec<String>,
+    pub set_cols: Vec<Name>,
     /// Columns compared in the WHERE clause (lowercase, unqualified).
-    pub where_cols: Vec<String>,
+    pub where_cols: Vec<Name>,
     /// The statement has a WHERE clause (a `DELETE` without one empties the table).
     pub filtered: bool,
     /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
@@ -45,7 +46,7 @@ pub struct SqlInfo {
 impl SqlInfo {
     /// The main table (first one named).
     pub fn table(&self) -> Option<&str> {
-        self.tables.first().map(String::as_str)
+        self.tables.first().map(Name::as_str)
     }
 
     /// A write whose WHERE clause tests more than the row key: current state, version, owner or
@@ -418,7 +419,8 @@ fn object_name(toks: &[Tok], mut i: usize) -> Option<String> {
     Some(name)
 }
 
-fn push_unique(v: &mut Vec<String>, s: String) {
+fn push_unique(v: &mut Vec<Name>, s: impl Into<Name>) {
+    let s = s.into();
     if !v.contains(&s) {
         v.push(s);
     }

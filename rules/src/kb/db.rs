@@ -4,6 +4,7 @@
 use super::names::{is_operation_identity, is_token_name};
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
+use crate::name::Name;
 use crate::sql::{SqlInfo, SqlKind, is_plain_key};
 
 const EXEC_STEPS: &[&str] = &[
@@ -99,7 +100,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                     "rolls back"
                 },
             );
-            e.on = Some(recv_local.clone());
+            e.on = Some(Name::from(recv_local));
             return Some(e);
         }
     }
@@ -145,7 +146,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             .first()
             .and_then(|a| a.paths.first())
             .map(|p| table_of(p));
-        let mut where_cols: Vec<String> = Vec::new();
+        let mut where_cols: Vec<Name> = Vec::new();
         for s in &call.steps {
             if matches!(s.name.as_str(), "filter" | "or_filter") {
                 for a in &s.args {
@@ -289,7 +290,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
 }
 
 /// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
-pub fn table_of(path: &str) -> String {
+pub fn table_of(path: &str) -> Name {
     let first = path
         .split(['.', ':'])
         .find(|s| !s.is_empty())
@@ -297,7 +298,7 @@ pub fn table_of(path: &str) -> String {
     normalize_table(first)
 }
 
-pub fn normalize_table(t: &str) -> String {
+pub fn normalize_table(t: &str) -> Name {
     let mut s = String::new();
     for (i, c) in t.chars().enumerate() {
         if c.is_uppercase() && i > 0 {
@@ -311,7 +312,7 @@ pub fn normalize_table(t: &str) -> String {
         .filter(|x| x.ends_with("ss") || x.ends_with("sh") || x.ends_with("ch"))
         .map(str::to_string)
         .unwrap_or(s);
-    s.strip_suffix('s').map(str::to_string).unwrap_or(s)
+    Name::from(s.strip_suffix('s').map(str::to_string).unwrap_or(s))
 }
 
 fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {

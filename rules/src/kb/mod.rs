@@ -15,6 +15,7 @@ pub mod types;
 use crate::Knowledge;
 use crate::facts::{BodyId, Facts};
 use crate::ir::{Body, Call, Ev, StructLit};
+use crate::name::Name;
 use crate::sql::SqlInfo;
 use std::collections::HashMap;
 pub use types::Class;
@@ -46,7 +47,7 @@ pub enum K {
 pub struct Eff {
     pub kind: K,
     /// Table, entity, redis key or in-memory place the effect touches.
-    pub table: Option<String>,
+    pub table: Option<Name>,
     /// `SELECT .. FOR UPDATE` and ORM equivalents.
     pub locking: bool,
     /// A write whose filter tests more than the key.
@@ -61,18 +62,18 @@ pub struct Eff {
     /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
     pub purge: bool,
     /// The columns a write's filter compares (SQL and ORM filters).
-    pub where_cols: Box<[String]>,
+    pub where_cols: Box<[Name]>,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
     pub what: String,
     /// The local a commit / rollback applies to.
-    pub on: Option<String>,
+    pub on: Option<Name>,
     /// The callee whose summary gives this effect.
     pub via: Option<BodyId>,
     /// Schedule payload: field or captured names, and the payload's struct type.
-    pub payload: Vec<String>,
-    pub payload_ty: Option<String>,
+    pub payload: Vec<Name>,
+    pub payload_ty: Option<Name>,
 }
 
 impl Eff {
@@ -97,8 +98,8 @@ impl Eff {
         }
     }
 
-    pub fn with_table(mut self, t: Option<String>) -> Eff {
-        self.table = t;
+    pub fn with_table<T: Into<Name>>(mut self, t: Option<T>) -> Eff {
+        self.table = t.map(Into::into);
         self
     }
 }
@@ -182,7 +183,7 @@ pub struct BodyEffects {
     pub effs: Sparse<Eff>,
     pub callees: Sparse<BodyId>,
     /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
-    pub tx_param: Option<String>,
+    pub tx_param: Option<Name>,
 }
 
 /// Per-body classification context.
@@ -191,14 +192,14 @@ pub(crate) struct Cx<'a> {
     pub knowledge: &'a Knowledge,
     pub file: u32,
     pub body: &'a Body,
-    pub env: HashMap<String, Class>,
-    pub sql_locals: HashMap<String, SqlInfo>,
-    pub str_locals: HashMap<String, Vec<String>>,
-    pub lit_locals: HashMap<String, StructLit>,
+    pub env: HashMap<Name, Class>,
+    pub sql_locals: HashMap<Name, SqlInfo>,
+    pub str_locals: HashMap<Name, Vec<Name>>,
+    pub lit_locals: HashMap<Name, StructLit>,
     /// Guard locals and the place they lock.
-    pub guard_places: HashMap<String, String>,
+    pub guard_places: HashMap<Name, Name>,
     /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
-    pub local_modules: HashMap<String, String>,
+    pub local_modules: HashMap<Name, Name>,
 }
 
 /// Classifies every call event of a body.
@@ -246,7 +247,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {
-                    cx.place_class(&b.deps[0].split('.').map(str::to_string).collect::<Vec<_>>())
+                    cx.place_class(&b.deps[0].split('.').map(Name::new).collect::<Vec<_>>())
                 } else {
                     b.lit.as_ref().map(|l| Class::User(l.ty.clone()))
                 };
@@ -261,7 +262,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                 {
                     cx.local_modules.insert(
                         name.clone(),
-                        module.rsplit("::").next().unwrap_or(module).to_string(),
+                        Name::new(module.rsplit("::").next().unwrap_or(module)),
                     );
                 }
                 for name in &b.names {
@@ -351,7 +352,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
 
 impl Cx<'_> {
     /// The class of a place: `self`, `self.db`, `state.http`, a local.
-    pub fn place_class(&self, parts: &[String]) -> Option<Class> {
+    pub fn place_class(&self, parts: &[Name]) -> Option<Class> {
         let first = parts.first()?;
         let mut class = if first == "self" {
             self.body.self_ty.clone().map(Class::User)?
@@ -376,14 +377,14 @@ impl Cx<'_> {
     /// The class of a call's receiver.
     pub fn recv_class(&self, call: &Call) -> Class {
         if call.recv.is_empty() {
-            return Class::Unknown(String::new());
+            return Class::Unknown(Name::EMPTY);
         }
         self.place_class(&call.recv)
             .unwrap_or_else(|| Class::Unknown(call.recv.last().cloned().unwrap_or_default()))
     }
 
     /// String literals reaching an argument (directly, through a local, or a const).
-    pub fn arg_strs(&self, arg: &crate::ir::Arg) -> Vec<String> {
+    pub fn arg_strs(&self, arg: &crate::ir::Arg) -> Vec<Name> {
         let mut out = arg.strs().to_vec();
         for p in &arg.paths {
             if let Some(s) = self.str_locals.get(p) {
@@ -426,7 +427,7 @@ impl Cx<'_> {
         }
         let mut effs = Vec::new();
         let resolved = if call.func.is_empty() {
-            String::new()
+            Name::EMPTY
         } else {
             self.facts.resolve(self.file, &call.func.join("::"))
         };
@@ -461,7 +462,7 @@ impl Cx<'_> {
         }
         let func = call.func.join("::");
         let resolved = if func.is_empty() {
-            String::new()
+            Name::EMPTY
         } else {
             self.facts.resolve(self.file, &func)
         };
@@ -704,7 +705,7 @@ impl Cx<'_> {
         }
     }
 
-    fn resolve_func(&self, func: &[String]) -> Vec<BodyId> {
+    fn resolve_func(&self, func: &[Name]) -> Vec<BodyId> {
         let Some(name) = func.last() else {
             return Vec::new();
         };
@@ -728,7 +729,7 @@ impl Cx<'_> {
     }
 }
 
-fn q_is_module(func: &[String]) -> bool {
+fn q_is_module(func: &[Name]) -> bool {
     func.len() >= 2
         && func[func.len() - 2]
             .chars()

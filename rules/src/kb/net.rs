@@ -4,6 +4,7 @@
 use super::names::is_remote_name;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
+use crate::name::Name;
 
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
@@ -75,7 +76,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     let client_arg = call.steps.iter().filter(|s| s.awaited).flat_map(|s| &s.args).any(|a| {
         // The argument is the client itself (`&self.stripe`), not a call built from it.
         a.ev.is_none() && a.paths.len() == 1 && a.paths.first().is_some_and(|p| {
-            let parts: Vec<String> = p.split('.').map(str::to_string).collect();
+            let parts: Vec<Name> = p.split('.').map(Name::new).collect();
             matches!(
                 cx.place_class(&parts),
                 Some(Class::Http | Class::Grpc | Class::Aws)
@@ -187,7 +188,7 @@ pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
     // A field (`self.payment_gateway`) or a declared type names the client; a local merely
     // called `client` is not evidence.
     let place = if call.recv.len() >= 2 {
-        call.recv.last().map(String::as_str).unwrap_or("")
+        call.recv.last().map(Name::as_str).unwrap_or("")
     } else {
         ""
     };

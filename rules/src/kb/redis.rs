@@ -4,6 +4,7 @@
 use super::names::is_token_name;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
+use crate::name::Name;
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     // Lua scripts are atomic.
@@ -163,7 +164,7 @@ fn has_nx(step: &crate::ir::Step) -> bool {
 
 /// The key argument's visible text: literals, `format!` literals, the local's literal, or the
 /// local's name (`idempotency_key`).
-fn key_of(cx: &Cx<'_>, call: &Call, step_index: usize) -> Option<String> {
+fn key_of(cx: &Cx<'_>, call: &Call, step_index: usize) -> Option<Name> {
     let step = call.steps.get(step_index)?;
     let arg = step.args.first()?;
     let strs = cx.arg_strs(arg);

@@ -3,6 +3,7 @@
 
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
+use crate::name::Name;
 
 const LOCK_STEPS: &[&str] = &[
     "lock",
@@ -80,7 +81,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
     // Access through a guard held in a local.
     if *recv == Class::Guard && call.func.is_empty() {
-        let place = call.recv.join(".");
+        let place = Name::join(&call.recv, ".");
         let locked = call
             .recv
             .first()
@@ -170,7 +171,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             );
             cx.fill_payload(call, &mut e);
             if delay_queue {
-                e.table = Some(call.recv.join("."));
+                e.table = Some(Name::join(&call.recv, "."));
             }
             return Some(e);
         }
@@ -178,7 +179,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
     // Concurrent maps: a read under a short shard lock, or a write guard.
     if *recv == Class::ConcurrentMap && call.func.is_empty() {
-        let place = call.recv.join(".");
+        let place = Name::join(&call.recv, ".");
         let first = call.steps.first().map(|s| s.name.as_str()).unwrap_or("");
         let (kind, verb) = match first {
             "get" | "contains_key" | "contains" | "len" | "is_empty" | "iter" => (K::Read, "reads"),
@@ -203,7 +204,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         && s.awaited
     {
         let mut e = Eff::new(K::Lock, "acquires a distributed lock");
-        e.table = Some(call.recv.join("."));
+        e.table = Some(Name::join(&call.recv, "."));
         return Some(e);
     }
 
@@ -241,7 +242,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     if !is_lock {
         return None;
     }
-    let lock_place = call.recv.join(".");
+    let lock_place = Name::join(&call.recv, ".");
     let rest: Vec<&str> = call.steps[lock_at + 1..]
         .iter()
         .map(|s| s.name.as_str())
@@ -251,8 +252,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     let mut place = lock_place.clone();
     for s in &call.steps[lock_at + 1..] {
         if let Some(f) = s.name.strip_prefix('.') {
-            place.push('.');
-            place.push_str(f);
+            place = Name::join(&[place, Name::new(f)], ".");
         } else if !AFTER_LOCK_NOISE.contains(&s.name.as_str()) {
             break;
         }

@@ -2,6 +2,7 @@
 
 use crate::facts::Facts;
 use crate::ir::TypeRef;
+use crate::name::Name;
 
 /// The kind of value a receiver holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,11 +34,11 @@ pub enum Class {
     DistLock,
     DelayQueue,
     /// A struct of the crate.
-    User(String),
+    User(Name),
     /// A trait of the crate (`dyn PaymentGateway`, `impl Notifier`, a generic bound).
-    Trait(String),
+    Trait(Name),
     /// Unknown; the type's last name, if any, for name heuristics.
-    Unknown(String),
+    Unknown(Name),
 }
 
 const WRAPPERS: &[&str] = &[
@@ -89,7 +90,7 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
         i += 1;
     }
     let Some(head) = ty.get(i) else {
-        return Class::Unknown(String::new());
+        return Class::Unknown(Name::EMPTY);
     };
     let (prefix, bare) = match head.split_once(' ') {
         Some((p, b)) if p == "dyn" || p == "impl" => (p, b),
@@ -102,7 +103,7 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     }
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
-    let name = last(bare).to_string();
+    let name = Name::new(last(bare));
     // Generic arguments matter only for a few shapes; resolve them lazily.
     let rest_has = |w: &str| {
         ty[i + 1..].iter().any(|s| {

@@ -4,6 +4,7 @@ use super::macros;
 use super::pat_names;
 use super::types::type_ref;
 use crate::ir::{Arg, ArgExtra, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, TypeRef};
+use crate::name::Name;
 use crate::parse::{LineIndex, MAX_DEPTH};
 use crate::sql;
 use proc_macro2::Span;
@@ -12,13 +13,13 @@ use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 
 /// One step of a call chain as collected, outermost first: name, name span, arguments,
 /// awaited, tried, closing span.
-type RawStep<'a> = (String, Span, Vec<&'a Expr>, bool, bool, Span);
+type RawStep<'a> = (Name, Span, Vec<&'a Expr>, bool, bool, Span);
 
 /// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
 pub fn lower_block(
     lines: &LineIndex<'_>,
     block: &Block,
-    _params: &[(String, TypeRef)],
+    _params: &[(Name, TypeRef)],
 ) -> Vec<Event> {
     let mut lw = Lw {
         lines,
@@ -33,7 +34,7 @@ pub fn lower_block(
 pub(super) struct Lw<'a, 'b> {
     pub(super) lines: &'a LineIndex<'b>,
     pub(super) ev: Vec<Event>,
-    scopes: Vec<Vec<String>>,
+    scopes: Vec<Vec<Name>>,
     depth: u32,
 }
 
@@ -71,7 +72,7 @@ impl Lw<'_, '_> {
 
     /// Binds `names` (an `if let` / `while let` / match arm pattern) to what the `Cond` at
     /// `cond` tested.
-    fn bind_tested(&mut self, sp: Sp, cond: u32, names: Vec<String>) {
+    fn bind_tested(&mut self, sp: Sp, cond: u32, names: Vec<Name>) {
         if names.is_empty() {
             return;
         }
@@ -92,7 +93,7 @@ impl Lw<'_, '_> {
             .lines
             .sp(b.brace_token.span.close(), b.brace_token.span.close());
         for name in names.into_iter().rev() {
-            self.push(sp, Ev::Drop { name: name.into() });
+            self.push(sp, Ev::Drop { name });
         }
     }
 
@@ -316,7 +317,7 @@ impl Lw<'_, '_> {
                     self.push(
                         sp,
                         Ev::Assign {
-                            target: target.into(),
+                            target,
                             deps: deps.into(),
                             calls: calls.into(),
                         },
@@ -336,7 +337,7 @@ impl Lw<'_, '_> {
                         self.push(
                             sp,
                             Ev::Assign {
-                                target: target.into(),
+                                target,
                                 deps: deps.into(),
                                 calls: calls.into(),
                             },
@@ -431,7 +432,7 @@ impl Lw<'_, '_> {
         None
     }
 
-    fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<String>) {
+    fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<Name>) {
         let mut names = Vec::new();
         for p in &c.inputs {
             pat_names(p, &mut names);
@@ -444,7 +445,7 @@ impl Lw<'_, '_> {
     }
 
     /// An `if` / `while` condition; `let` patterns inside it are collected for the branch.
-    fn cond_expr(&mut self, e: &Expr, let_pats: &mut Vec<String>) {
+    fn cond_expr(&mut self, e: &Expr, let_pats: &mut Vec<Name>) {
         match e {
             Expr::Let(l) => {
                 self.expr(&l.expr);
@@ -488,7 +489,7 @@ impl Lw<'_, '_> {
                 {
                     let Member::Named(id) = &f.member else { break };
                     raw.push((
-                        format!(".{id}"),
+                        Name::display(&format_args!(".{id}")),
                         id.span(),
                         Vec::new(),
                         awaited,
@@ -501,7 +502,7 @@ impl Lw<'_, '_> {
                 }
                 Expr::MethodCall(m) => {
                     raw.push((
-                        m.method.to_string(),
+                        Name::display(&m.method),
                         m.method.span(),
                         m.args.iter().collect(),
                         awaited,
@@ -527,7 +528,7 @@ impl Lw<'_, '_> {
                         .path
                         .segments
                         .iter()
-                        .map(|s| s.ident.to_string())
+                        .map(|s| Name::display(&s.ident))
                         .collect();
                     let name = call.func.last().cloned().unwrap_or_default();
                     let args = self.args(c.args.iter(), &mut deferred);
@@ -552,7 +553,7 @@ impl Lw<'_, '_> {
                     .path
                     .segments
                     .last()
-                    .map(|s| s.ident.to_string())
+                    .map(|s| Name::display(&s.ident))
                     .unwrap_or_default();
                 if macros::is_query_macro(&name) {
                     call.func = m
@@ -560,10 +561,10 @@ impl Lw<'_, '_> {
                         .path
                         .segments
                         .iter()
-                        .map(|s| s.ident.to_string())
+                        .map(|s| Name::display(&s.ident))
                         .collect();
                     if let Some(last) = call.func.last_mut() {
-                        last.push('!');
+                        *last = last.with_suffix("!");
                     }
                     let exprs = macros::parse_args(&m.mac.tokens);
                     let mut inner = Vec::new();
@@ -573,7 +574,7 @@ impl Lw<'_, '_> {
                     }
                     let sp = self.lines.sp(root_start, m.mac.bang_token.span);
                     call.steps.push(Step {
-                        name: format!("{name}!"),
+                        name: name.with_suffix("!"),
                         args,
                         awaited,
                         tried,
@@ -620,7 +621,7 @@ impl Lw<'_, '_> {
                 .then(|| call.steps[0].args[0].paths.first().cloned())
                 .flatten();
         // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
-        let recv_root: Vec<String> = call.recv.first().cloned().into_iter().collect();
+        let recv_root: Vec<Name> = call.recv.first().cloned().into_iter().collect();
         let idx = self.push(sp, Ev::Call(Box::new(call)));
         for d in deferred {
             self.push(sp, Ev::Enter(Region::Closure { call: Some(idx) }));
@@ -634,7 +635,7 @@ impl Lw<'_, '_> {
             self.push(sp, Ev::Leave);
         }
         if let Some(name) = drop_name {
-            self.push(sp, Ev::Drop { name: name.into() });
+            self.push(sp, Ev::Drop { name });
         }
         Some(idx)
     }
@@ -663,7 +664,7 @@ impl Lw<'_, '_> {
             .path
             .segments
             .last()
-            .map(|s| s.ident.to_string())
+            .map(|s| Name::display(&s.ident))
             .unwrap_or_default();
         match name.as_str() {
             "select" => {
@@ -769,13 +770,13 @@ fn is_assign_op(op: &BinOp) -> bool {
 }
 
 /// `a`, `self.db`, `job.payload.id` as their parts; `*x` and `&x` see through.
-pub(super) fn place_parts(e: &Expr) -> Option<Vec<String>> {
+pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
     match e {
         Expr::Path(p) if p.qself.is_none() => Some(
             p.path
                 .segments
                 .iter()
-                .map(|s| s.ident.to_string())
+                .map(|s| Name::display(&s.ident))
                 .collect(),
         ),
         Expr::Field(f) => {
@@ -791,23 +792,23 @@ pub(super) fn place_parts(e: &Expr) -> Option<Vec<String>> {
     }
 }
 
-fn member(m: &Member) -> String {
+fn member(m: &Member) -> Name {
     match m {
-        Member::Named(i) => i.to_string(),
-        Member::Unnamed(i) => i.index.to_string(),
+        Member::Named(i) => Name::display(i),
+        Member::Unnamed(i) => Name::display(&i.index),
     }
 }
 
-fn place(e: &Expr) -> Option<String> {
+fn place(e: &Expr) -> Option<Name> {
     match e {
         Expr::Index(i) => place(&i.expr),
         Expr::MethodCall(m) => place(&m.receiver),
-        _ => place_parts(e).map(|p| p.join(".")),
+        _ => place_parts(e).map(|p| Name::join(&p, ".")),
     }
 }
 
 /// Dotted places read by an expression (`order.status`, `tx`, `self.db`).
-pub(super) fn paths(e: &Expr, out: &mut Vec<String>, depth: u32) {
+pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     if depth > 48 || out.len() > 64 {
         return;
     }
@@ -821,7 +822,7 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 .next()
                 .is_some_and(|c| c.is_lowercase() || c == '_')
         {
-            let s = p.join(".");
+            let s = Name::join(&p, ".");
             if !out.contains(&s) {
                 out.push(s);
             }
@@ -892,7 +893,7 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<String>, depth: u32) {
     }
 }
 
-fn block_paths(b: &Block, out: &mut Vec<String>, depth: u32) {
+fn block_paths(b: &Block, out: &mut Vec<Name>, depth: u32) {
     for s in &b.stmts {
         match s {
             Stmt::Local(l) => {
@@ -907,8 +908,8 @@ fn block_paths(b: &Block, out: &mut Vec<String>, depth: u32) {
     }
 }
 
-/// String literals in an expression (and the literal of `format!`-like macros).
-pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
+/// Name literals in an expression (and the literal of `format!`-like macros).
+pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     if depth > 32 || out.len() > 16 {
         return;
     }
@@ -916,7 +917,7 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
     match e {
         Expr::Lit(l) => {
             if let syn::Lit::Str(s) = &l.lit {
-                out.push(s.value());
+                out.push(Name::from(s.value()));
             }
         }
         Expr::Macro(m) => {
@@ -925,7 +926,7 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<String>, depth: u32) {
                 .path
                 .segments
                 .last()
-                .map(|s| s.ident.to_string())
+                .map(|s| Name::display(&s.ident))
                 .unwrap_or_default();
             if (macros::is_format_like(&name) || name == "concat")
                 && let Some(s) = macros::first_literal(&m.mac.tokens)
@@ -960,7 +961,7 @@ fn struct_lit(e: &Expr) -> Option<StructLit> {
                 .path
                 .segments
                 .last()
-                .map(|x| x.ident.to_string())
+                .map(|x| Name::display(&x.ident))
                 .unwrap_or_default(),
             fields: s.fields.iter().map(|f| member(&f.member)).collect(),
         }),
@@ -1049,21 +1050,21 @@ fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                     | "between"
             ) && let Some(col) = place_parts(&m.receiver).and_then(|p| p.last().cloned())
             {
-                a.eq_cols.push(col.to_ascii_lowercase());
+                a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
             }
             arg_scan(&m.receiver, a, d);
             m.args.iter().for_each(|x| arg_scan(x, a, d));
         }
         Expr::Call(c) => {
             if let Expr::Path(p) = &*c.func {
-                let s: Vec<String> = p
+                let s: Vec<Name> = p
                     .path
                     .segments
                     .iter()
-                    .map(|s| s.ident.to_string())
+                    .map(|s| Name::display(&s.ident))
                     .collect();
                 if a.calls.len() < 8 {
-                    a.calls.push(s.join("::"));
+                    a.calls.push(Name::join(&s, "::"));
                 }
             }
             c.args.iter().for_each(|x| arg_scan(x, a, d));
@@ -1109,7 +1110,7 @@ pub(super) fn expr_diverges(e: &Expr) -> bool {
 fn macro_diverges(m: &syn::Macro) -> bool {
     m.path.segments.last().is_some_and(|s| {
         matches!(
-            s.ident.to_string().as_str(),
+            Name::display(&s.ident).as_str(),
             "bail" | "panic" | "unreachable" | "todo" | "unimplemented"
         )
     })
@@ -1191,7 +1192,7 @@ pub(super) fn end_span(e: &Expr) -> Span {
 }
 
 /// An expression whose value is SQL text or a prepared statement: a literal, `format!`,
-/// `String::from(..)`, `.to_string()`, `client.prepare(..).await`.
+/// `Name::from(..)`, `.to_string()`, `client.prepare(..).await`.
 fn holds_sql_text(e: &Expr) -> bool {
     match e {
         Expr::Lit(_) | Expr::Macro(_) => true,
@@ -1330,7 +1331,7 @@ fn is_noise(call: &Call) -> bool {
                 | "Rc"
                 | "Box"
                 | "Vec"
-                | "String"
+                | "Name"
                 | "HashMap"
                 | "HashSet"
                 | "BTreeMap"

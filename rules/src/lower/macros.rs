@@ -1,6 +1,7 @@
 //! Macro bodies that hold expressions: `sqlx::query!` & co., `tokio::select!`, `join!`,
 //! `format!`-built strings, `assert!` / `ensure!` conditions.
 
+use crate::name::Name;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
@@ -48,11 +49,11 @@ pub fn parse_args(tokens: &TokenStream) -> Vec<Expr> {
 }
 
 /// The first string literal among a macro's tokens.
-pub fn first_literal(tokens: &TokenStream) -> Option<String> {
+pub fn first_literal(tokens: &TokenStream) -> Option<Name> {
     for tt in tokens.clone() {
         if let TokenTree::Literal(l) = tt {
             if let Ok(s) = syn::parse_str::<syn::LitStr>(&l.to_string()) {
-                return Some(s.value());
+                return Some(Name::from(s.value()));
             }
             return None;
         }
@@ -61,7 +62,7 @@ pub fn first_literal(tokens: &TokenStream) -> Option<String> {
 }
 
 /// The literals of `concat!("a", "b")` joined.
-pub fn concat_literals(tokens: &TokenStream) -> String {
+pub fn concat_literals(tokens: &TokenStream) -> Name {
     let mut out = String::new();
     for tt in tokens.clone() {
         if let TokenTree::Literal(l) = tt
@@ -70,24 +71,24 @@ pub fn concat_literals(tokens: &TokenStream) -> String {
             out.push_str(&s.value());
         }
     }
-    out
+    Name::from(out)
 }
 
 /// Lowercase identifiers (and `a.b` paths) in a macro's tokens, for conditions such as
 /// `ensure!(order.status == Status::Pending, ..)` when the arguments are not plain expressions.
-pub fn token_paths(tokens: &TokenStream, out: &mut Vec<String>) {
-    let mut prev: Option<String> = None;
+pub fn token_paths(tokens: &TokenStream, out: &mut Vec<Name>) {
+    let mut prev: Option<Name> = None;
     let mut dot = false;
     for tt in tokens.clone() {
         match tt {
             TokenTree::Ident(i) => {
-                let s = i.to_string();
+                let s = Name::display(&i);
                 let lower = s
                     .chars()
                     .next()
                     .is_some_and(|c| c.is_lowercase() || c == '_');
                 if dot && let Some(p) = &prev {
-                    let joined = format!("{p}.{s}");
+                    let joined = Name::join(&[p.clone(), s.clone()], ".");
                     if out.len() < 64 && !out.contains(&joined) {
                         out.push(joined.clone());
                     }
@@ -199,7 +200,7 @@ pub fn mentions_await(tokens: &TokenStream) -> bool {
 }
 
 /// Identifiers captured inline by a format string: `{seat_id}`, `{order_id:?}`.
-pub fn inline_args(lit: &str, out: &mut Vec<String>) {
+pub fn inline_args(lit: &str, out: &mut Vec<Name>) {
     let mut rest = lit;
     while let Some(open) = rest.find('{') {
         rest = &rest[open + 1..];
@@ -218,7 +219,7 @@ pub fn inline_args(lit: &str, out: &mut Vec<String>) {
             && out.len() < 64
             && !out.iter().any(|x| x == name)
         {
-            out.push(name.to_string());
+            out.push(Name::new(name));
         }
         rest = &rest[end..];
     }

@@ -3,6 +3,7 @@
 //! Lowering never fails: any syntax it does not model is skipped (its nested calls are still
 //! visited where cheap), and nesting deeper than [`crate::parse::MAX_DEPTH`] is left opaque.
 
+use crate::name::Name;
 mod body;
 mod macros;
 mod types;
@@ -79,7 +80,7 @@ impl ItemCx<'_, '_> {
                     .trait_
                     .as_ref()
                     .and_then(|(p, _)| p.segments.last())
-                    .map(|s| s.ident.to_string());
+                    .map(|s| Name::display(&s.ident));
                 if let (Some(t), Some(ty)) = (&trait_name, &self_ty) {
                     self.out.facts.trait_impls.push((t.clone(), ty.clone()));
                 }
@@ -107,7 +108,7 @@ impl ItemCx<'_, '_> {
             }
             Item::Trait(t) => {
                 self.item_range(&t.attrs, t.trait_token.span, t.brace_token.span.close());
-                let name = t.ident.to_string();
+                let name = Name::display(&t.ident);
                 for it in &t.items {
                     if let TraitItem::Fn(f) = it
                         && let Some(block) = &f.default
@@ -119,7 +120,7 @@ impl ItemCx<'_, '_> {
             Item::Mod(m) => {
                 if let Some((brace, items)) = &m.content {
                     self.item_range(&m.attrs, m.mod_token.span, brace.span.close());
-                    let name = m.ident.to_string();
+                    let name = Name::display(&m.ident);
                     for it in items {
                         self.item(it, Some(&name));
                     }
@@ -132,18 +133,21 @@ impl ItemCx<'_, '_> {
                     let name = f
                         .ident
                         .as_ref()
-                        .map(|i| i.to_string())
-                        .unwrap_or_else(|| i.to_string());
+                        .map(|i| Name::display(i))
+                        .unwrap_or_else(|| Name::display(&i));
                     fields.push((name, type_ref(&f.ty)));
                 }
-                self.out.facts.structs.push((s.ident.to_string(), fields));
+                self.out
+                    .facts
+                    .structs
+                    .push((Name::display(&s.ident), fields));
             }
             Item::Const(c) => self.konst(&c.ident, &c.expr),
             Item::Type(t) => self
                 .out
                 .facts
                 .aliases
-                .push((t.ident.to_string(), type_ref(&t.ty))),
+                .push((Name::display(&t.ident), type_ref(&t.ty))),
             Item::Static(s) => self.konst(&s.ident, &s.expr),
             Item::Use(u) => {
                 let mut prefix = Vec::new();
@@ -164,48 +168,47 @@ impl ItemCx<'_, '_> {
             syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(s),
                 ..
-            }) => s.value(),
+            }) => Name::from(s.value()),
             syn::Expr::Macro(m) if m.mac.path.is_ident("concat") => {
                 macros::concat_literals(&m.mac.tokens)
             }
             _ => return,
         };
         if let Some(info) = sql::classify(&text) {
-            self.out.facts.sql_consts.push((ident.to_string(), info));
+            self.out.facts.sql_consts.push((Name::display(ident), info));
         } else if text.len() <= 96 {
-            self.out.facts.str_consts.push((ident.to_string(), text));
+            self.out.facts.str_consts.push((Name::display(ident), text));
         }
     }
 
-    fn use_tree(&mut self, tree: &UseTree, prefix: &mut Vec<String>) {
+    fn use_tree(&mut self, tree: &UseTree, prefix: &mut Vec<Name>) {
         match tree {
             UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
+                prefix.push(Name::display(&p.ident));
                 self.use_tree(&p.tree, prefix);
                 prefix.pop();
             }
             UseTree::Name(n) => {
-                let name = n.ident.to_string();
+                let name = Name::display(&n.ident);
                 if name == "self" {
                     if let Some(last) = prefix.last() {
-                        self.out.facts.uses.push((last.clone(), prefix.join("::")));
+                        self.out
+                            .facts
+                            .uses
+                            .push((last.clone(), Name::join(prefix, "::")));
                     }
                 } else {
-                    let mut full = prefix.join("::");
-                    if !full.is_empty() {
-                        full.push_str("::");
-                    }
-                    full.push_str(&name);
+                    prefix.push(name.clone());
+                    let full = Name::join(prefix, "::");
+                    prefix.pop();
                     self.out.facts.uses.push((name, full));
                 }
             }
             UseTree::Rename(r) => {
-                let mut full = prefix.join("::");
-                if !full.is_empty() {
-                    full.push_str("::");
-                }
-                full.push_str(&r.ident.to_string());
-                self.out.facts.uses.push((r.rename.to_string(), full));
+                prefix.push(Name::display(&r.ident));
+                let full = Name::join(prefix, "::");
+                prefix.pop();
+                self.out.facts.uses.push((Name::display(&r.rename), full));
             }
             UseTree::Glob(_) => {}
             UseTree::Group(g) => {
@@ -224,9 +227,9 @@ impl ItemCx<'_, '_> {
         self_ty: Option<&str>,
         trait_name: Option<&str>,
     ) {
-        let ident = sig.ident.to_string();
+        let ident = Name::display(&sig.ident);
         let name = match self_ty {
-            Some(t) => format!("{t}::{ident}"),
+            Some(t) => Name::display(&format_args!("{t}::{ident}")),
             None => ident.clone(),
         };
         let mut params = Vec::new();
@@ -237,7 +240,7 @@ impl ItemCx<'_, '_> {
                     mut_self = r.mutability.is_some()
                         || matches!(r.kind, syn::ReceiverKind::Reference(_, _, Some(_)));
                     if let Some(t) = self_ty {
-                        params.push(("self".to_string(), vec![t.to_string()]));
+                        params.push((Name::new("self"), vec![Name::new(t)]));
                     }
                 }
                 FnArg::Typed(pt) => {
@@ -263,8 +266,8 @@ impl ItemCx<'_, '_> {
         self.out.bodies.push(Body {
             name,
             ident,
-            self_ty: self_ty.map(str::to_string),
-            trait_name: trait_name.map(str::to_string),
+            self_ty: self_ty.map(Name::new),
+            trait_name: trait_name.map(Name::new),
             sp,
             is_async: sig.asyncness.is_some(),
             fenced,
@@ -301,7 +304,7 @@ fn is_test(attrs: &[Attribute]) -> bool {
 
 /// `#[fenced(..)]` / `#[idempotent(..)]` (any path ending so) whose arguments parse with the
 /// shared grammar, and the idempotent attribute's `key` when it is a place.
-fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Box<str>>) {
+fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Name>) {
     let mut fenced = false;
     let mut idempotent = false;
     let mut key = None;
@@ -327,14 +330,14 @@ fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Box<str>>) {
 }
 
 /// `a.b.c` (through `&`, `*`, parentheses and `.clone()`-like method calls) as a dotted path.
-fn place_of(e: &syn::Expr) -> Option<Box<str>> {
+fn place_of(e: &syn::Expr) -> Option<Name> {
     match e {
         syn::Expr::Path(p) if p.qself.is_none() => {
-            let segs: Vec<String> = p
+            let segs: Vec<Name> = p
                 .path
                 .segments
                 .iter()
-                .map(|s| s.ident.to_string())
+                .map(|s| Name::display(&s.ident))
                 .collect();
             Some(segs.join("::").into())
         }
@@ -355,10 +358,10 @@ fn place_of(e: &syn::Expr) -> Option<Box<str>> {
 }
 
 /// Names bound by a pattern.
-pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<String>) {
+pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<Name>) {
     match pat {
         Pat::Ident(p) => {
-            out.push(p.ident.to_string());
+            out.push(Name::display(&p.ident));
             if let Some((_, sub)) = &p.subpat {
                 pat_names(sub, out);
             }

@@ -1,6 +1,7 @@
 //! Types as written, flattened into [`TypeRef`]s for receiver classification.
 
 use crate::ir::TypeRef;
+use crate::name::Name;
 use syn::{GenericArgument, PathArguments, Type, TypeParamBound};
 
 /// Flattens a type into the paths it mentions, in pre-order.
@@ -11,9 +12,9 @@ pub fn type_ref(ty: &Type) -> TypeRef {
 }
 
 /// The name of an impl's self type (`Service` for `impl<T> Service<T>`).
-pub fn type_name(ty: &Type) -> Option<String> {
+pub fn type_name(ty: &Type) -> Option<Name> {
     match ty {
-        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        Type::Path(p) => p.path.segments.last().map(|s| Name::display(&s.ident)),
         Type::Reference(r) => type_name(&r.elem),
         Type::Paren(p) => type_name(&p.elem),
         Type::Group(g) => type_name(&g.elem),
@@ -21,18 +22,18 @@ pub fn type_name(ty: &Type) -> Option<String> {
     }
 }
 
-fn path_string(path: &syn::Path) -> String {
+fn path_string(path: &syn::Path) -> Name {
     let mut s = String::new();
     for (i, seg) in path.segments.iter().enumerate() {
         if i > 0 {
             s.push_str("::");
         }
-        s.push_str(&seg.ident.to_string());
+        s.push_str(&Name::display(&seg.ident));
     }
-    s
+    Name::from(s)
 }
 
-fn walk(ty: &Type, out: &mut Vec<String>, depth: u32) {
+fn walk(ty: &Type, out: &mut Vec<Name>, depth: u32) {
     if depth > 32 || out.len() > 24 {
         return;
     }
@@ -68,12 +69,15 @@ fn walk(ty: &Type, out: &mut Vec<String>, depth: u32) {
 fn bounds<'a>(
     it: impl Iterator<Item = &'a TypeParamBound>,
     prefix: &str,
-    out: &mut Vec<String>,
+    out: &mut Vec<Name>,
     depth: u32,
 ) {
     for b in it {
         if let TypeParamBound::Trait(t) = b {
-            out.push(format!("{prefix}{}", path_string(&t.path)));
+            out.push(Name::display(&format_args!(
+                "{prefix}{}",
+                path_string(&t.path)
+            )));
             for seg in &t.path.segments {
                 if let PathArguments::AngleBracketed(a) = &seg.arguments {
                     for arg in &a.args {

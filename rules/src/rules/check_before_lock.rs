@@ -6,6 +6,7 @@ use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
 use crate::ir::{Ev, Region};
 use crate::kb::K;
+use crate::name::Name;
 use crate::query::{self, TX_PARAM};
 
 declare_rule! {
@@ -332,7 +333,7 @@ fn bound_or_tested(cx: &RuleCx<'_>, r: u32) -> bool {
 /// Does event `w` (a write) use a value derived from the result of call `r`?
 fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     let derived = query::derived(cx.body, r);
-    let uses = |p: &String| derived.contains(query::first(p));
+    let uses = |p: &Name| derived.contains(query::first(p));
     match &cx.body.events[w as usize].kind {
         Ev::Assign { deps, .. } => deps.iter().any(uses),
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
@@ -473,7 +474,7 @@ fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
         return false;
     };
     let derived = query::derived(cx.body, r);
-    let wanted: Vec<&String> = deps
+    let wanted: Vec<&Name> = deps
         .iter()
         .filter(|d| !derived.contains(query::first(d)))
         .collect();
@@ -483,9 +484,9 @@ fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     let Ev::Call(call) = &cx.body.events[w as usize].kind else {
         return false;
     };
-    let in_args = |v: &String| call.all_args().any(|a| a.paths.iter().any(|p| p == v));
-    let root = call.recv.first().map(String::as_str);
-    let assigned = |v: &String| {
+    let in_args = |v: &Name| call.all_args().any(|a| a.paths.iter().any(|p| p == v));
+    let root = call.recv.first().map(Name::as_str);
+    let assigned = |v: &Name| {
         cx.body.events[c as usize..w as usize].iter().any(|e| {
             matches!(&e.kind, Ev::Assign { target, deps, .. }
                 if Some(query::first(target)) == root
@@ -560,7 +561,7 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     if depth > 0 {
         return true;
     }
-    let uses = |p: &String| assigned.contains(&query::first(p));
+    let uses = |p: &Name| assigned.contains(&query::first(p));
     match &events[w as usize].kind {
         Ev::Assign { deps, .. } => deps.iter().any(uses),
         Ev::Call(call) => {

@@ -186,7 +186,7 @@ impl RuleCx<'_> {
             labels: Vec::new(),
             help: None,
             notes: Vec::new(),
-            function: Some(self.body.name.clone()),
+            function: Some(self.body.name.to_string()),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::facts::BodyId;
 use crate::ir::{Ev, Region};
 use crate::kb::K;
 use crate::kb::names::{is_operation_identity, is_resource_id};
+use crate::name::Name;
 use std::collections::HashSet;
 
 declare_rule! {
@@ -82,8 +83,8 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// What a delayed task carries.
 struct Payload {
     /// Field and captured names (last path segments).
-    names: Vec<String>,
-    ty: Option<String>,
+    names: Vec<Name>,
+    ty: Option<Name>,
 }
 
 /// Where a delayed task's action is.
@@ -134,7 +135,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     let mut lits: Vec<(&str, &crate::ir::StructLit)> = Vec::new();
     for ev in &evs[..start as usize] {
         if let Ev::Bind(b) = &ev.kind {
-            outer.extend(b.names.iter().map(String::as_str));
+            outer.extend(b.names.iter().map(Name::as_str));
             if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
                 lits.push((n.as_str(), &**l));
             }
@@ -145,18 +146,18 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     for ev in &evs[start as usize..end as usize] {
         match &ev.kind {
             Ev::Bind(b) => {
-                used.extend(b.deps.iter().map(String::as_str));
-                inner.extend(b.names.iter().map(String::as_str));
+                used.extend(b.deps.iter().map(Name::as_str));
+                inner.extend(b.names.iter().map(Name::as_str));
             }
             Ev::Cond { deps, .. } | Ev::Assign { deps, .. } => {
-                used.extend(deps.iter().map(String::as_str))
+                used.extend(deps.iter().map(Name::as_str))
             }
             Ev::Call(c) => {
                 if let Some(r) = c.recv.first() {
                     used.push(r.as_str());
                 }
                 for a in c.all_args() {
-                    used.extend(a.paths.iter().map(String::as_str));
+                    used.extend(a.paths.iter().map(Name::as_str));
                 }
             }
             _ => {}
@@ -182,9 +183,9 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     payload
 }
 
-fn push(v: &mut Vec<String>, s: &str) {
+fn push(v: &mut Vec<Name>, s: &str) {
     if !v.iter().any(|x| x == s) {
-        v.push(s.to_string());
+        v.push(Name::new(s));
     }
 }
 
@@ -296,7 +297,7 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
             let b = cx.krate.body(id);
             let polls = b.events.iter().any(|e| match &e.kind {
                 Ev::Call(c) => {
-                    c.recv.iter().map(String::as_str).eq(parts.iter().copied())
+                    c.recv.iter().map(Name::as_str).eq(parts.iter().copied())
                         && c.steps.iter().any(|st| {
                             matches!(
                                 st.name.as_str(),
@@ -326,7 +327,7 @@ fn judge(
     let res: Vec<&str> = payload
         .names
         .iter()
-        .map(String::as_str)
+        .map(Name::as_str)
         .filter(|p| is_resource_id(p))
         .collect();
     if res.is_empty() {
@@ -335,7 +336,7 @@ fn judge(
     let ids: Vec<&str> = payload
         .names
         .iter()
-        .map(String::as_str)
+        .map(Name::as_str)
         .filter(|p| is_operation_identity(p))
         .collect();
     let mut labels = Vec::new();
@@ -460,7 +461,7 @@ fn events_compare(
     i: usize,
     ids: &[&str],
 ) -> bool {
-    let named = |p: &String| ids.contains(&last(p));
+    let named = |p: &Name| ids.contains(&last(p));
     match &body.events[i].kind {
         Ev::Cond { deps, .. } => deps.iter().any(named),
         Ev::Call(c) => {
@@ -484,7 +485,7 @@ fn help() -> String {
 /// A write filtered on a column that *refers to* a payload id (`open_invoice_id = $2` for the
 /// payload's `invoice_id`): the operation's identity is compared even without an identity word.
 /// A column equal to the payload name (`seat_id = $1`) is the row key, not an identity.
-fn references_payload(effs: &[crate::kb::Eff], payload: &[String]) -> bool {
+fn references_payload(effs: &[crate::kb::Eff], payload: &[Name]) -> bool {
     effs.iter().filter(|e| e.kind == K::Write).any(|e| {
         e.where_cols.iter().any(|c| {
             payload

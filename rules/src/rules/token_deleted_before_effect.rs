@@ -5,6 +5,7 @@ use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
 use crate::ir::Ev;
 use crate::kb::{Eff, K};
+use crate::name::Name;
 use crate::query;
 
 declare_rule! {
@@ -198,14 +199,14 @@ fn callee_owns(cx: &RuleCx<'_>, del: &Eff) -> bool {
 
 /// Under `#[staleguard::idempotent(key = ..)]`: the attribute's key and the locals derived from
 /// it. `None` when the body has no such attribute; an empty set when the key is not a place.
-fn idempotent_key_places(cx: &RuleCx<'_>) -> Option<Vec<String>> {
+fn idempotent_key_places(cx: &RuleCx<'_>) -> Option<Vec<Name>> {
     if !cx.body.idempotent {
         return None;
     }
     let Some(key) = cx.body.idempotent_key.as_deref() else {
         return Some(Vec::new());
     };
-    let mut places = vec![key.to_string()];
+    let mut places = vec![Name::new(key)];
     for ev in &cx.body.events {
         if let Ev::Bind(b) = &ev.kind
             && b.deps
@@ -228,7 +229,7 @@ fn same_place(a: &str, b: &str) -> bool {
 /// the body and records the outcome), not another one-time token the body deletes. Without a
 /// place for the key (a header extractor, an expression), every deletion in the body is taken as
 /// covered.
-fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<String>>) -> bool {
+fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<Name>>) -> bool {
     let Some(places) = key_places else {
         return false;
     };
