@@ -92,6 +92,7 @@ pub fn run(
     }
     let krate = CrateCx {
         paths: files.iter().map(|f| f.path.as_str()).collect(),
+        lines: files.iter().map(|f| &f.lines).collect(),
         bodies: bodies.clone(),
         facts: &facts,
         effects: &effects,
@@ -166,7 +167,7 @@ pub fn run(
                     rule: "unused-suppression",
                     level: Level::Warning,
                     message,
-                    primary: to_span(&f.path, s.sp),
+                    primary: to_span(&f.path, &f.lines, s.sp),
                     primary_label: None,
                     labels: Vec::new(),
                     help: Some(

@@ -8,11 +8,10 @@
 pub use crate::name::Name;
 use crate::sql::SqlInfo;
 
-/// A compact source range: byte offsets and 1-based line / 1-based char column.
+/// A compact source range: 1-based lines and 1-based char columns. Byte offsets are computed
+/// only for the spans a diagnostic shows, from the file's [`crate::parse::Lines`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Sp {
-    pub lo: u32,
-    pub hi: u32,
     pub line: u32,
     pub col: u32,
     pub end_line: u32,

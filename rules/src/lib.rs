@@ -58,6 +58,8 @@ pub struct LoweredFile {
     parse_error: Option<Diagnostic>,
     ir: ir::FileIr,
     suppressions: Vec<suppress::Suppression>,
+    /// Line starts, to give diagnostics byte offsets once the text is gone.
+    lines: parse::Lines,
 }
 
 impl LoweredFile {
@@ -145,21 +147,23 @@ impl Analyzer {
         proc_macro2::extra::invalidate_current_thread_spans();
         match result {
             Ok(ir) => {
-                let suppressions = suppress::scan(text, &lines, &ir.items);
+                let suppressions = suppress::scan(text, &ir.items);
                 LoweredFile {
                     path: path.to_string(),
                     parse_error: None,
                     ir,
                     suppressions,
+                    lines: lines.into_lines(),
                 }
             }
             Err(d) => {
-                let suppressions = suppress::scan(text, &lines, &[]);
+                let suppressions = suppress::scan(text, &[]);
                 LoweredFile {
                     path: path.to_string(),
                     parse_error: Some(d),
                     ir: ir::FileIr::default(),
                     suppressions,
+                    lines: lines.into_lines(),
                 }
             }
         }

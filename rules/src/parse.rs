@@ -1,5 +1,6 @@
 //! Parsing one file with `syn` and converting `proc_macro2` spans into compact [`Sp`]s
-//! (1-based line, 1-based char column, byte offsets into the text as given).
+//! (1-based line, 1-based char column); [`Lines`] turns those back into byte offsets for the few
+//! spans a diagnostic shows.
 
 use crate::ir::Sp;
 use proc_macro2::Span;
@@ -17,32 +18,17 @@ impl<'a> LineIndex<'a> {
     pub fn new(text: &'a str) -> Self {
         let mut starts = Vec::with_capacity(text.len() / 32 + 1);
         starts.push(0);
-        for (i, b) in text.bytes().enumerate() {
-            if b == b'\n' {
-                starts.push(i as u32 + 1);
-            }
-        }
+        starts.extend(text.match_indices('\n').map(|(i, _)| i as u32 + 1));
         LineIndex { text, starts }
     }
 
     /// Byte offset of a 1-based line and 0-based char column.
     pub fn byte(&self, line: usize, col: usize) -> u32 {
-        let Some(&start) = self.starts.get(line.saturating_sub(1)) else {
-            return self.text.len() as u32;
-        };
-        let rest = &self.text[start as usize..];
-        let line_text = rest.split('\n').next().unwrap_or("");
-        if line_text.is_ascii() {
-            return start + col.min(line_text.len()) as u32;
-        }
-        let off = line_text
-            .char_indices()
-            .nth(col)
-            .map(|(i, _)| i)
-            .unwrap_or(line_text.len());
-        start + off as u32
+        byte_of(self.text, &self.starts, line, col)
     }
 
+    /// The span from the start of `lo` to the end of `hi` (an empty span at `lo` when `hi`
+    /// ends before it).
     pub fn sp(&self, lo: Span, hi: Span) -> Sp {
         let s = lo.start();
         let e = hi.end();
@@ -52,8 +38,6 @@ impl<'a> LineIndex<'a> {
             (s, e)
         };
         Sp {
-            lo: self.byte(s.line, s.column),
-            hi: self.byte(e.line, e.column),
             line: s.line as u32,
             col: s.column as u32 + 1,
             end_line: e.line as u32,
@@ -63,5 +47,110 @@ impl<'a> LineIndex<'a> {
 
     pub fn text(&self) -> &'a str {
         self.text
+    }
+
+    /// The owned table kept with the lowered file: line starts, plus the text of the lines
+    /// that are not ASCII (where a char column is not a byte column).
+    pub fn into_lines(self) -> Lines {
+        let mut wide = Vec::new();
+        if !self.text.is_ascii() {
+            for (i, &start) in self.starts.iter().enumerate() {
+                let line = line_text(self.text, start);
+                if !line.is_ascii() {
+                    wide.push((i as u32, Box::from(line)));
+                }
+            }
+        }
+        Lines {
+            len: self.text.len() as u32,
+            starts: self.starts.into_boxed_slice(),
+            wide: wide.into_boxed_slice(),
+        }
+    }
+}
+
+/// A lowered file's line table: enough to turn an [`Sp`]'s (line, char column) pairs into byte
+/// offsets after the text is gone.
+#[derive(Debug, Clone, Default)]
+pub struct Lines {
+    len: u32,
+    starts: Box<[u32]>,
+    /// 0-based line number and text of every line holding non-ASCII characters.
+    wide: Box<[(u32, Box<str>)]>,
+}
+
+impl Lines {
+    /// Byte offset of a 1-based line and 1-based char column (as in [`Sp`]).
+    pub fn byte(&self, line: u32, col: u32) -> u32 {
+        let idx = line.saturating_sub(1);
+        let Some(&start) = self.starts.get(idx as usize) else {
+            return self.len;
+        };
+        let col = col.saturating_sub(1) as usize;
+        let next = self
+            .starts
+            .get(idx as usize + 1)
+            .map(|n| n - 1)
+            .unwrap_or(self.len);
+        match self.wide.binary_search_by_key(&idx, |(l, _)| *l) {
+            Ok(i) => {
+                let text = &self.wide[i].1;
+                let off = text
+                    .char_indices()
+                    .nth(col)
+                    .map(|(b, _)| b)
+                    .unwrap_or(text.len());
+                start + off as u32
+            }
+            Err(_) => (start + col as u32).min(next.max(start)),
+        }
+    }
+}
+
+fn line_text(text: &str, start: u32) -> &str {
+    let rest = &text[start as usize..];
+    rest.split('\n').next().unwrap_or("")
+}
+
+fn byte_of(text: &str, starts: &[u32], line: usize, col: usize) -> u32 {
+    let Some(&start) = starts.get(line.saturating_sub(1)) else {
+        return text.len() as u32;
+    };
+    let line_text = line_text(text, start);
+    if line_text.is_ascii() {
+        return start + col.min(line_text.len()) as u32;
+    }
+    let off = line_text
+        .char_indices()
+        .nth(col)
+        .map(|(i, _)| i)
+        .unwrap_or(line_text.len());
+    start + off as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineIndex;
+
+    #[test]
+    fn lines_give_the_same_bytes_as_the_text() {
+        let text = "fn a() {}\n    let é = \"ü\"; x\r\n\nlast";
+        let index = LineIndex::new(text);
+        let expected: Vec<u32> = (1..=4)
+            .flat_map(|line| (0..14).map(move |col| (line, col)))
+            .map(|(line, col)| index.byte(line, col))
+            .collect();
+        let lines = index.into_lines();
+        let got: Vec<u32> = (1..=4)
+            .flat_map(|line| (0..14).map(move |col| (line, col)))
+            .map(|(line, col)| lines.byte(line as u32, col as u32 + 1))
+            .collect();
+        assert_eq!(got, expected);
+        assert_eq!(
+            lines.byte(2, 10),
+            20,
+            "the char after `é` starts two bytes after it"
+        );
+        assert_eq!(lines.byte(9, 1), text.len() as u32);
     }
 }

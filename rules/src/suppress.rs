@@ -3,7 +3,6 @@
 //! next code line, or the whole item (fn / impl / mod / ..) that starts there.
 
 use crate::ir::Sp;
-use crate::parse::LineIndex;
 
 /// One suppression comment and the lines it covers.
 #[derive(Debug, Clone)]
@@ -17,7 +16,7 @@ pub struct Suppression {
 const MARK: &str = "staleguard:";
 
 /// Scans a file's text. `items` are the line ranges of items (attributes included).
-pub fn scan(text: &str, lines: &LineIndex<'_>, items: &[(u32, u32)]) -> Vec<Suppression> {
+pub fn scan(text: &str, items: &[(u32, u32)]) -> Vec<Suppression> {
     if !text.contains(MARK) {
         return Vec::new();
     }
@@ -53,10 +52,7 @@ pub fn scan(text: &str, lines: &LineIndex<'_>, items: &[(u32, u32)]) -> Vec<Supp
         }
         let line_no = idx as u32 + 1;
         let col = line[..c].chars().count();
-        let start = lines.byte(idx + 1, col);
         let sp = Sp {
-            lo: start,
-            hi: start + comment.trim_end().len() as u32,
             line: line_no,
             col: col as u32 + 1,
             end_line: line_no,

@@ -10,6 +10,7 @@ use crate::diagnostic::{Diagnostic, Label, Level, Position, Span};
 use crate::facts::{BodyId, Facts};
 use crate::ir::{Body, Sp};
 use crate::kb::{BodyEffects, Eff, K};
+use crate::parse::Lines;
 use crate::query::State;
 use crate::registry::RuleMeta;
 use crate::summary::Summary;
@@ -48,6 +49,7 @@ pub static CHECKS: &[(&RuleMeta, CheckFn)] = &[
 /// What the whole crate knows, shared by every body's check.
 pub struct CrateCx<'a> {
     pub paths: Vec<&'a str>,
+    pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
     pub facts: &'a Facts,
     pub effects: &'a HashMap<BodyId, BodyEffects>,
@@ -78,7 +80,7 @@ impl RuleCx<'_> {
     }
 
     pub fn span(&self, sp: Sp) -> Span {
-        to_span(self.path(), sp)
+        to_span(self.path(), self.krate.lines[self.id.file as usize], sp)
     }
 
     pub fn ev_span(&self, i: u32) -> Span {
@@ -203,7 +205,7 @@ impl RuleCx<'_> {
     }
 }
 
-pub fn to_span(file: &str, sp: Sp) -> Span {
+pub fn to_span(file: &str, lines: &Lines, sp: Sp) -> Span {
     Span {
         file: file.to_string(),
         start: Position {
@@ -214,8 +216,8 @@ pub fn to_span(file: &str, sp: Sp) -> Span {
             line: sp.end_line,
             column: sp.end_col,
         },
-        byte_start: sp.lo as usize,
-        byte_end: sp.hi as usize,
+        byte_start: lines.byte(sp.line, sp.col) as usize,
+        byte_end: lines.byte(sp.end_line, sp.end_col) as usize,
     }
 }
 
