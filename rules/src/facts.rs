@@ -38,7 +38,7 @@ pub struct Facts {
     pub uses: Vec<HashMap<Name, Name>>,
     /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
     /// the crate facts, and the same field and parameter types are classified again and again.
-    pub class_memo: std::sync::Mutex<HashMap<(u32, TypeRef), crate::kb::types::Class>>,
+    pub class_memo: std::sync::Mutex<HashMap<u32, HashMap<TypeRef, crate::kb::types::Class>>>,
 }
 
 impl Facts {

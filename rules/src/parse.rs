@@ -12,14 +12,49 @@ pub const MAX_DEPTH: u32 = 256;
 pub struct LineIndex<'a> {
     text: &'a str,
     starts: Vec<u32>,
+    /// 0-based numbers of the lines holding non-ASCII bytes.
+    wide: Vec<u32>,
 }
 
 impl<'a> LineIndex<'a> {
+    /// One pass over the text, eight bytes at a time: most words hold neither a newline nor a
+    /// non-ASCII byte and are skipped whole.
     pub fn new(text: &'a str) -> Self {
-        let mut starts = Vec::with_capacity(text.len() / 32 + 1);
+        const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+        const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+        const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+        let bytes = text.as_bytes();
+        let mut starts = Vec::with_capacity(bytes.len() / 32 + 1);
         starts.push(0);
-        starts.extend(text.match_indices('\n').map(|(i, _)| i as u32 + 1));
-        LineIndex { text, starts }
+        let mut wide: Vec<u32> = Vec::new();
+        let mut note = |i: usize, b: u8, starts: &mut Vec<u32>| {
+            if b == b'\n' {
+                starts.push(i as u32 + 1);
+            } else if b >= 0x80 {
+                let line = starts.len() as u32 - 1;
+                if wide.last() != Some(&line) {
+                    wide.push(line);
+                }
+            }
+        };
+        let mut i = 0;
+        while i + 8 <= bytes.len() {
+            let mut word = [0; 8];
+            word.copy_from_slice(&bytes[i..i + 8]);
+            let x = u64::from_ne_bytes(word);
+            let nl = x ^ NEWLINES;
+            // A zero byte in `nl` (a newline in `x`) or a high bit in `x` (non-ASCII).
+            if ((nl.wrapping_sub(ONES) & !nl) | x) & HIGH != 0 {
+                for (j, &b) in word.iter().enumerate() {
+                    note(i + j, b, &mut starts);
+                }
+            }
+            i += 8;
+        }
+        for (j, &b) in bytes[i..].iter().enumerate() {
+            note(i + j, b, &mut starts);
+        }
+        LineIndex { text, starts, wide }
     }
 
     /// Byte offset of a 1-based line and 0-based char column.
@@ -52,15 +87,11 @@ impl<'a> LineIndex<'a> {
     /// The owned table kept with the lowered file: line starts, plus the text of the lines
     /// that are not ASCII (where a char column is not a byte column).
     pub fn into_lines(self) -> Lines {
-        let mut wide = Vec::new();
-        if !self.text.is_ascii() {
-            for (i, &start) in self.starts.iter().enumerate() {
-                let line = line_text(self.text, start);
-                if !line.is_ascii() {
-                    wide.push((i as u32, Box::from(line)));
-                }
-            }
-        }
+        let wide: Vec<(u32, Box<str>)> = self
+            .wide
+            .iter()
+            .map(|&i| (i, Box::from(line_text(self.text, self.starts[i as usize]))))
+            .collect();
         Lines {
             len: self.text.len() as u32,
             starts: self.starts.into_boxed_slice(),
@@ -152,5 +183,30 @@ mod tests {
             "the char after `é` starts two bytes after it"
         );
         assert_eq!(lines.byte(9, 1), text.len() as u32);
+    }
+
+    #[test]
+    fn word_at_a_time_scan_finds_every_newline_and_wide_line() {
+        let mut text = String::new();
+        for i in 0..300 {
+            text.push_str(&"x".repeat(i % 17));
+            if i % 7 == 0 {
+                text.push_str("ß — ü");
+            }
+            text.push('\n');
+        }
+        text.push_str("tail é");
+        let index = LineIndex::new(&text);
+        let starts: Vec<u32> = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i as u32 + 1))
+            .collect();
+        let wide: Vec<u32> = text
+            .split('\n')
+            .enumerate()
+            .filter(|(_, l)| !l.is_ascii())
+            .map(|(i, _)| i as u32)
+            .collect();
+        assert_eq!(index.starts, starts);
+        assert_eq!(index.wide, wide);
     }
 }

@@ -67,19 +67,19 @@ fn last(s: &str) -> &str {
 
 /// Classifies a declared type.
 pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
-    // Memoised per (file, type): a pure function of the crate facts.
-    let key = (file, ty.clone());
+    // Memoised per (file, type): a pure function of the crate facts. Looked up by reference,
+    // so a hit allocates nothing.
     if let Some(c) = facts
         .class_memo
         .lock()
         .ok()
-        .and_then(|m| m.get(&key).cloned())
+        .and_then(|m| m.get(&file).and_then(|t| t.get(ty.as_slice())).cloned())
     {
         return c;
     }
     let c = class_of_at(ty, facts, file, 0);
     if let Ok(mut m) = facts.class_memo.lock() {
-        m.insert(key, c.clone());
+        m.entry(file).or_default().insert(ty.clone(), c.clone());
     }
     c
 }
@@ -104,12 +104,21 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     let full = facts.resolve(file, bare);
     let lower = full.to_ascii_lowercase();
     let name = Name::new(last(bare));
-    // Generic arguments matter only for a few shapes; resolve them lazily.
+    // Generic arguments matter only for a few shapes: lowercase them (as written and resolved)
+    // once, on first use.
+    let rest = std::cell::OnceCell::new();
     let rest_has = |w: &str| {
-        ty[i + 1..].iter().any(|s| {
-            s.to_ascii_lowercase().contains(w)
-                || facts.resolve(file, s).to_ascii_lowercase().contains(w)
+        rest.get_or_init(|| {
+            let mut all = String::new();
+            for s in &ty[i + 1..] {
+                all.push_str(&s.to_ascii_lowercase());
+                all.push(' ');
+                all.push_str(&facts.resolve(file, s).to_ascii_lowercase());
+                all.push(' ');
+            }
+            all
         })
+        .contains(w)
     };
 
     if lower.contains("delayqueue") || rest_has("delayqueue") {

@@ -792,6 +792,55 @@ pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
     }
 }
 
+/// The first identifier and the number of segments of the place `e` is, if it is one (what
+/// [`place_parts`] would return, without building it).
+fn place_head(e: &Expr) -> Option<(&syn::Ident, usize)> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => {
+            let first = &p.path.segments.first()?.ident;
+            Some((first, p.path.segments.len()))
+        }
+        Expr::Field(f) => place_head(&f.base).map(|(first, n)| (first, n + 1)),
+        Expr::Unary(u) => place_head(&u.expr),
+        Expr::Reference(r) => place_head(&r.expr),
+        Expr::Paren(p) => place_head(&p.expr),
+        Expr::Group(g) => place_head(&g.expr),
+        _ => None,
+    }
+}
+
+/// Writes a place (see [`place_head`]) as its parts joined with `.`, as
+/// `Name::join(&place_parts(e), ".")` would.
+struct PlaceText<'a>(&'a Expr);
+
+impl std::fmt::Display for PlaceText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Expr::Path(p) => {
+                for (i, s) in p.path.segments.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    write!(f, "{}", s.ident)?;
+                }
+                Ok(())
+            }
+            Expr::Field(x) => {
+                write!(f, "{}.", PlaceText(&x.base))?;
+                match &x.member {
+                    Member::Named(i) => write!(f, "{i}"),
+                    Member::Unnamed(i) => write!(f, "{}", i.index),
+                }
+            }
+            Expr::Unary(u) => PlaceText(&u.expr).fmt(f),
+            Expr::Reference(r) => PlaceText(&r.expr).fmt(f),
+            Expr::Paren(p) => PlaceText(&p.expr).fmt(f),
+            Expr::Group(g) => PlaceText(&g.expr).fmt(f),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn member(m: &Member) -> Name {
     match m {
         Member::Named(i) => Name::display(i),
@@ -812,22 +861,27 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     if depth > 48 || out.len() > 64 {
         return;
     }
-    if let Some(p) = place_parts(e)
-        && !matches!(e, Expr::Unary(_) | Expr::Reference(_))
+    if !matches!(e, Expr::Unary(_) | Expr::Reference(_))
+        && let Some((first, len)) = place_head(e)
     {
-        if p.len() == 1
-            || p[0] == "self"
-            || p[0]
+        // A local (`order`), a field of one (`order.id`, `self.db`), or a lowercase module
+        // path; `Status::Pending` is a value, not a place.
+        let head = Name::display(first);
+        if len == 1
+            || head == "self"
+            || head
                 .chars()
                 .next()
                 .is_some_and(|c| c.is_lowercase() || c == '_')
         {
-            let s = Name::join(&p, ".");
+            let s = if len == 1 {
+                head
+            } else {
+                Name::display(&PlaceText(e))
+            };
             if !out.contains(&s) {
                 out.push(s);
             }
-        } else if p.len() == 1 {
-            out.push(p[0].clone());
         }
         return;
     }
@@ -877,7 +931,7 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         Expr::Macro(m) => {
             macros::token_paths(&m.mac.tokens, out);
             // Inline format arguments: `format!("hold:{seat_id}")`.
-            if let Some(lit) = macros::first_literal(&m.mac.tokens) {
+            if let Some(lit) = macros::first_literal_text(&m.mac.tokens) {
                 macros::inline_args(&lit, out);
             }
         }

@@ -52,10 +52,24 @@ pub fn parse_args(tokens: &TokenStream) -> Vec<Expr> {
 pub fn first_literal(tokens: &TokenStream) -> Option<Name> {
     for tt in tokens.clone() {
         if let TokenTree::Literal(l) = tt {
-            if let Ok(s) = syn::parse_str::<syn::LitStr>(&l.to_string()) {
-                return Some(Name::from(s.value()));
-            }
-            return None;
+            return match syn::Lit::new(l) {
+                syn::Lit::Str(s) => Some(Name::from(s.value())),
+                _ => None,
+            };
+        }
+    }
+    None
+}
+
+/// The source text of the first literal among a macro's tokens when it is a string literal,
+/// quotes and escapes included: enough to find inline format arguments (`{seat_id}`) without
+/// decoding the string.
+pub fn first_literal_text(tokens: &TokenStream) -> Option<Name> {
+    for tt in tokens.clone() {
+        if let TokenTree::Literal(l) = tt {
+            let text = Name::display(&l);
+            let is_str = text.starts_with('"') || text.starts_with("r\"") || text.starts_with("r#");
+            return is_str.then_some(text);
         }
     }
     None
@@ -66,7 +80,7 @@ pub fn concat_literals(tokens: &TokenStream) -> Name {
     let mut out = String::new();
     for tt in tokens.clone() {
         if let TokenTree::Literal(l) = tt
-            && let Ok(s) = syn::parse_str::<syn::LitStr>(&l.to_string())
+            && let syn::Lit::Str(s) = syn::Lit::new(l)
         {
             out.push_str(&s.value());
         }
