@@ -34,7 +34,9 @@ pub fn run(
             by_id.insert(id, b);
         }
     }
-    let classified = classify_all(&facts, knowledge, &ids, &by_id, threads);
+    let classified = par_map(&ids, threads, |id| {
+        kb::classify_body(&facts, knowledge, id.file, by_id[id])
+    });
     let mut effects: HashMap<BodyId, BodyEffects> = HashMap::with_capacity(ids.len());
     effects.extend(ids.iter().copied().zip(classified));
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects);
@@ -50,9 +52,10 @@ pub fn run(
                 .any(|e| e.kind == K::TxClosure)
         })
         .collect();
-    // Call sites gain their callees' effects.
-    for id in &ids {
-        let fx = effects.get_mut(id).expect("effects exist");
+    // Call sites gain their callees' effects: worked out per body in parallel, then applied.
+    let gained = par_map(&ids, threads, |id| {
+        let fx = &effects[id];
+        let mut gained = Vec::new();
         for i in 0..fx.callees.len() {
             let mut add: Vec<Eff> = Vec::new();
             let closure_arg =
@@ -68,7 +71,7 @@ pub fn run(
                     .find(|c| tx_helpers.contains(c));
                 add.push(e);
             }
-            for c in &fx.callees[i].to_vec() {
+            for c in &fx.callees[i] {
                 if let Some(s) = summaries.get(c) {
                     for (kind, token, _delete, _ev, _via, e) in &s.effects {
                         if add
@@ -87,6 +90,15 @@ pub fn run(
                     }
                 }
             }
+            if !add.is_empty() {
+                gained.push((i, add));
+            }
+        }
+        gained
+    });
+    for (id, gained) in ids.iter().zip(gained) {
+        let fx = effects.get_mut(id).expect("effects exist");
+        for (i, add) in gained {
             fx.effs.extend(i, add);
         }
     }
@@ -100,11 +112,12 @@ pub fn run(
     };
     let checks: Vec<_> = CHECKS.iter().filter(|(m, _)| enabled(m.name)).collect();
     if !checks.is_empty() {
-        for id in &ids {
+        let found = par_map(&ids, threads, |id| {
             let body = by_id[id];
             let fx = &effects[id];
+            let mut found = Vec::new();
             if !worth_checking(fx) {
-                continue;
+                return found;
             }
             let cx = RuleCx {
                 krate: &krate,
@@ -116,9 +129,11 @@ pub fn run(
                 enter_of: enter_of(body),
             };
             for (_, check) in &checks {
-                check(&cx, &mut out);
+                check(&cx, &mut found);
             }
-        }
+            found
+        });
+        out.extend(found.into_iter().flatten());
     }
     // Suppressions.
     let mut used = vec![Vec::new(); files.len()];
@@ -192,25 +207,20 @@ pub fn run(
     out
 }
 
-/// Classifies every body (the largest part of checking; each body is independent once the crate
-/// facts are known) on up to `threads` threads, in `ids` order. Body `i` goes to thread
-/// `i % threads`, which spreads big and small files evenly.
-fn classify_all(
-    facts: &Facts,
-    knowledge: &Knowledge,
-    ids: &[BodyId],
-    by_id: &HashMap<BodyId, &Body>,
-    threads: usize,
-) -> Vec<BodyEffects> {
-    let one = |id: &BodyId| kb::classify_body(facts, knowledge, id.file, by_id[id]);
+/// Maps `f` over `items` on up to `threads` scoped threads and returns the results in `items`
+/// order. Used for each per-body stage of checking (classification, call-site effects, rules):
+/// bodies are independent within a stage. Item `i` goes to thread `i % threads`, which spreads
+/// big and small files evenly.
+fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let one = &f;
+    let ids = items;
     let threads = threads.clamp(1, 64).min(ids.len() / 64 + 1);
     if threads == 1 {
         return ids.iter().map(one).collect();
     }
-    let parts: Vec<Vec<BodyEffects>> = std::thread::scope(|scope| {
+    let parts: Vec<Vec<R>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let one = &one;
                 std::thread::Builder::new()
                     .stack_size(crate::STACK_SIZE)
                     .spawn_scoped(scope, move || {
@@ -222,7 +232,7 @@ fn classify_all(
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // No thread: classify this share here.
+                // No thread: this share is redone below.
                 Err(_) => Vec::new(),
             })
             .collect()
