@@ -39,7 +39,9 @@ pub fn run(
     });
     let mut effects: HashMap<BodyId, BodyEffects> = HashMap::with_capacity(ids.len());
     effects.extend(ids.iter().copied().zip(classified));
-    let summaries = summary::summarize(&facts, &ids, &by_id, &effects);
+    let summaries = summary::summarize(&facts, &ids, &by_id, &effects, |f| {
+        par_map(&ids, threads, f)
+    });
     // The project's own transaction helpers: fns that hand a closure to a transaction.
     let tx_helpers: std::collections::HashSet<BodyId> = ids
         .iter()

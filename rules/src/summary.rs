@@ -26,6 +26,12 @@ impl Summary {
         self.effects.iter().any(|e| e.0 == K::Write && !e.5.mem)
     }
 
+    fn holds(&self, kind: K, token: bool, delete: bool, mem: bool) -> bool {
+        self.effects
+            .iter()
+            .any(|e| e.0 == kind && e.1 == token && e.2 == delete && e.5.mem == mem)
+    }
+
     fn add(
         &mut self,
         kind: K,
@@ -35,11 +41,7 @@ impl Summary {
         via: Option<BodyId>,
         eff: &Eff,
     ) -> bool {
-        if self
-            .effects
-            .iter()
-            .any(|e| e.0 == kind && e.1 == token && e.2 == delete && e.5.mem == eff.mem)
-        {
+        if self.holds(kind, token, delete, eff.mem) {
             return false;
         }
         self.effects
@@ -97,19 +99,22 @@ fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
         })
 }
 
-/// Computes every body's summary: direct effects first, then callee effects along call edges
-/// with a worklist until nothing changes.
-pub fn summarize(
+/// Computes every body's summary: direct effects first (each body on its own, so `par_map` may
+/// spread them over threads), then callee effects along call edges with a worklist until
+/// nothing changes.
+pub fn summarize<M>(
     facts: &Facts,
     ids: &[BodyId],
     bodies: &HashMap<BodyId, &Body>,
     effects: &HashMap<BodyId, BodyEffects>,
-) -> HashMap<BodyId, Summary> {
-    let mut sums: HashMap<BodyId, Summary> = HashMap::with_capacity(ids.len());
-    // Call edges (caller event -> callee), outside detached regions, and their reverse.
-    let mut edges: HashMap<BodyId, Vec<(u32, BodyId)>> = HashMap::new();
-    let mut callers: HashMap<BodyId, Vec<BodyId>> = HashMap::new();
-    for id in ids {
+    par_map: M,
+) -> HashMap<BodyId, Summary>
+where
+    M: FnOnce(
+        &(dyn Fn(&BodyId) -> (Summary, Vec<(u32, BodyId)>) + Sync),
+    ) -> Vec<(Summary, Vec<(u32, BodyId)>)>,
+{
+    let direct = par_map(&|id: &BodyId| {
         let body = bodies[id];
         let fx = &effects[id];
         let detached = query::detached(body, fx);
@@ -124,17 +129,30 @@ pub fn summarize(
                 }
             }
         }
-        sums.insert(*id, s);
+        // Call edges (caller event -> callee), outside detached regions.
+        let mut out = Vec::new();
         for (i, callees) in fx.callees.iter().enumerate() {
             if detached[i] {
                 continue;
             }
             for c in callees {
                 if c != id {
-                    edges.entry(*id).or_default().push((i as u32, *c));
-                    callers.entry(*c).or_default().push(*id);
+                    out.push((i as u32, *c));
                 }
             }
+        }
+        (s, out)
+    });
+    let mut sums: HashMap<BodyId, Summary> = HashMap::with_capacity(ids.len());
+    let mut edges: HashMap<BodyId, Vec<(u32, BodyId)>> = HashMap::new();
+    let mut callers: HashMap<BodyId, Vec<BodyId>> = HashMap::new();
+    for (id, (s, out)) in ids.iter().zip(direct) {
+        sums.insert(*id, s);
+        for &(_, c) in &out {
+            callers.entry(c).or_default().push(*id);
+        }
+        if !out.is_empty() {
+            edges.insert(*id, out);
         }
     }
     let mut work: Vec<BodyId> = edges.keys().copied().collect();
@@ -150,9 +168,19 @@ pub fn summarize(
         }
         let body = bodies[&id];
         let mut add: Vec<(K, bool, bool, u32, BodyId, Eff)> = Vec::new();
+        let own = &sums[&id];
         for (i, c) in edges.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
             if let Some(cs) = sums.get(c) {
                 for e in &cs.effects {
+                    // What the summary already holds (or this round already adds) is not
+                    // copied again.
+                    if own.holds(e.0, e.1, e.2, e.5.mem)
+                        || add
+                            .iter()
+                            .any(|a| a.0 == e.0 && a.1 == e.1 && a.2 == e.2 && a.5.mem == e.5.mem)
+                    {
+                        continue;
+                    }
                     let ok = if matches!(e.0, K::Lock | K::TxBegin) {
                         exported(e.0, bodies[c], facts) && exported(e.0, body, facts)
                     } else {
