@@ -8,7 +8,7 @@ use staleguard_rules::{Analyzer, Knowledge, LoweredFile, STACK_SIZE};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -101,27 +101,45 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn floor(sets: &[Arc<Vec<PathBuf>>], threads: usize) -> Duration {
-    let t = Instant::now();
-    for files in sets {
-        parallel(files, threads, floor_one);
-    }
-    t.elapsed()
+/// Read + parse one set: wall time and process CPU time.
+fn floor(files: &Arc<Vec<PathBuf>>, threads: usize) -> (f64, f64) {
+    let (t, c) = (Instant::now(), cpu_seconds());
+    parallel(files, threads, floor_one);
+    (t.elapsed().as_secs_f64(), cpu_seconds() - c)
 }
 
-/// Full analysis: total time, time spent in `check`, findings.
-fn full(sets: &[Arc<Vec<PathBuf>>], threads: usize) -> (Duration, Duration, usize) {
-    let t = Instant::now();
+/// Full analysis of one set (read + lower + check, and freeing the results): wall time, process
+/// CPU time, time spent in `check`, findings.
+fn full(files: &Arc<Vec<PathBuf>>, threads: usize) -> (f64, f64, f64, usize) {
+    let (t, c) = (Instant::now(), cpu_seconds());
     let analyzer = Analyzer::new(Knowledge::default()).with_threads(threads);
-    let mut findings = 0;
-    let mut checking = Duration::ZERO;
-    for files in sets {
-        let lowered = parallel(files, threads, lower_one);
-        let c = Instant::now();
-        findings += analyzer.check(&lowered, &|_| true).len();
-        checking += c.elapsed();
-    }
-    (t.elapsed(), checking, findings)
+    let lowered = parallel(files, threads, lower_one);
+    let k = Instant::now();
+    let findings = analyzer.check(&lowered, &|_| true).len();
+    let checking = k.elapsed().as_secs_f64();
+    drop(lowered);
+    (
+        t.elapsed().as_secs_f64(),
+        cpu_seconds() - c,
+        checking,
+        findings,
+    )
+}
+
+/// One round's totals over every set.
+#[derive(Default, Clone, Copy)]
+struct Round {
+    floor: f64,
+    full: f64,
+    check: f64,
+    cpu_floor: f64,
+    cpu_full: f64,
+    findings: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 #[allow(clippy::print_stdout)]
@@ -155,56 +173,64 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     // Warm the page cache.
-    floor(&sets, 2);
+    for files in &sets {
+        floor(files, 2);
+    }
+    // The machine's speed drifts (shared host): each set's floor and full runs are paired and
+    // their order alternates between rounds, and each round's ratio compares the two sums, so
+    // drift slower than a set cancels out. Reported: the median of the rounds' ratios, and the
+    // best (smallest) totals.
     let mut rows = Vec::new();
     for threads in [1, 2] {
-        let mut best_floor = Duration::MAX;
-        let mut best_full = Duration::MAX;
-        let mut findings = 0;
-        let mut check_part = Duration::ZERO;
-        let (mut cpu_floor, mut cpu_full) = (f64::MAX, f64::MAX);
-        for _ in 0..rounds {
-            // Interleave so both see the same machine load.
-            let c0 = cpu_seconds();
-            best_floor = best_floor.min(floor(&sets, threads));
-            let c1 = cpu_seconds();
-            let (t, c, n) = full(&sets, threads);
-            let c2 = cpu_seconds();
-            cpu_floor = cpu_floor.min(c1 - c0);
-            cpu_full = cpu_full.min(c2 - c1);
-            if t < best_full {
-                best_full = t;
-                check_part = c;
+        let mut rounds_out = Vec::new();
+        for r in 0..rounds {
+            let mut round = Round::default();
+            for files in &sets {
+                let (f, u) = if r % 2 == 0 {
+                    let f = floor(files, threads);
+                    (f, full(files, threads))
+                } else {
+                    let u = full(files, threads);
+                    (floor(files, threads), u)
+                };
+                round.floor += f.0;
+                round.cpu_floor += f.1;
+                round.full += u.0;
+                round.cpu_full += u.1;
+                round.check += u.2;
+                round.findings += u.3;
             }
-            findings = n;
+            rounds_out.push(round);
         }
-        rows.push((
-            threads,
-            best_floor.as_secs_f64(),
-            best_full.as_secs_f64(),
-            check_part.as_secs_f64(),
-            cpu_floor,
-            cpu_full,
-            findings,
-        ));
+        rows.push((threads, rounds_out));
     }
-    // One table: wall-clock and process CPU time, best of the rounds. On a shared machine the
-    // CPU ratio is the steadier figure (other processes' load is not in it).
     println!();
     println!(
         "| threads | floor wall | full wall | check wall | wall ratio | floor CPU | full CPU | CPU ratio | findings |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for (threads, floor, full, check, cpu_floor, cpu_full, findings) in rows {
-        let cpu_ratio = if cpu_floor > 0.0 {
-            format!("{:.3}", cpu_full / cpu_floor)
+    for (threads, rs) in rows {
+        let best = |f: fn(&Round) -> f64| rs.iter().map(f).fold(f64::MAX, f64::min);
+        let wall_ratio = median(rs.iter().map(|r| r.full / r.floor).collect());
+        let cpu_ratio = if rs.iter().all(|r| r.cpu_floor > 0.0) {
+            format!(
+                "{:.3}",
+                median(rs.iter().map(|r| r.cpu_full / r.cpu_floor).collect())
+            )
         } else {
             "n/a".to_string()
         };
         println!(
-            "| {threads} | {floor:.2}s | {full:.2}s | {check:.2}s | {:.3} | {cpu_floor:.2}s | {cpu_full:.2}s | {cpu_ratio} | {findings} |",
-            full / floor
+            "| {threads} | {:.2}s | {:.2}s | {:.2}s | {wall_ratio:.3} | {:.2}s | {:.2}s | {cpu_ratio} | {} |",
+            best(|r| r.floor),
+            best(|r| r.full),
+            best(|r| r.check),
+            best(|r| r.cpu_floor),
+            best(|r| r.cpu_full),
+            rs[0].findings
         );
     }
-    println!("({rounds} rounds; run under `/usr/bin/time -v` for the peak RSS)");
+    println!(
+        "({rounds} rounds; ratios: median over rounds of full / floor, each set's runs paired; times: best round; run under `/usr/bin/time -v` for the peak RSS)"
+    );
 }
