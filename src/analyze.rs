@@ -87,7 +87,8 @@ pub fn run(
                 started.elapsed().as_secs_f64()
             );
         }
-        drop(lowered);
+        // Freeing half a million small allocations is work too: spread it over the pool.
+        pool.install(|| lowered.into_par_iter().for_each(drop));
         let mut texts: HashMap<String, Option<Arc<str>>> = HashMap::new();
         for diag in diagnostics {
             let Some(level) = levels.level(&diag) else {

@@ -65,6 +65,8 @@ fn main() {
     let (mut bodies, mut steps, mut args, mut paths, mut active) = (0, 0, 0, 0, 0);
     let mut names = std::collections::HashMap::<String, usize>::new();
     let mut kept = Vec::new();
+    // (events, call steps, binds) in bodies with only call-graph content, and in the others.
+    let mut split = [(0usize, 0usize, 0usize); 2];
     for f in files {
         let Ok(t) = std::fs::read_to_string(&f) else {
             continue;
@@ -81,6 +83,19 @@ fn main() {
             if full {
                 active += 1;
             }
+            let (mut ev, mut st, mut bi) = (0usize, 0usize, 0usize);
+            for e in &b.events {
+                ev += 1;
+                match &e.kind {
+                    Ev::Call(c) => st += c.steps.len(),
+                    Ev::Bind(_) => bi += 1,
+                    _ => {}
+                }
+            }
+            let k = if full { 1 } else { 0 };
+            split[k].0 += ev;
+            split[k].1 += st;
+            split[k].2 += bi;
             for e in &b.events {
                 let k = match &e.kind {
                     Ev::Call(c) => {
@@ -138,6 +153,10 @@ fn main() {
         "bodies {bodies} (fully kept, not inert: {active}) steps {steps} args {args} paths {paths}"
     );
     println!("{counts:?}");
+    println!(
+        "events/steps/binds: call-graph-only bodies {:?}, others {:?}",
+        split[0], split[1]
+    );
     let mut top: Vec<_> = names.into_iter().collect();
     top.sort_by_key(|b| std::cmp::Reverse(b.1));
     for (k, n) in top.iter().take(40) {

@@ -42,9 +42,20 @@ pub struct Facts {
 }
 
 impl Facts {
-    pub fn collect<'a>(files: impl Iterator<Item = &'a FileIr>) -> Facts {
-        let mut f = Facts::default();
-        for (fi, file) in files.enumerate() {
+    /// Merges every file's facts; the per-file `use` tables are built on up to `threads`
+    /// threads.
+    pub fn collect(files: &[&FileIr], threads: usize) -> Facts {
+        let mut f = Facts {
+            uses: crate::par::par_map(files, threads, |file| {
+                file.facts
+                    .uses
+                    .iter()
+                    .map(|(alias, full)| (alias.clone(), full.clone()))
+                    .collect()
+            }),
+            ..Facts::default()
+        };
+        for (fi, file) in files.iter().enumerate() {
             for (name, fields) in &file.facts.structs {
                 f.structs
                     .entry(name.clone())
@@ -62,11 +73,6 @@ impl Facts {
             for (t, ty) in &file.facts.trait_impls {
                 f.trait_impls.entry(t.clone()).or_default().push(ty.clone());
             }
-            let mut uses = HashMap::new();
-            for (alias, full) in &file.facts.uses {
-                uses.insert(alias.clone(), full.clone());
-            }
-            f.uses.push(uses);
             for (bi, b) in file.bodies.iter().enumerate() {
                 let id = BodyId {
                     file: fi as u32,

@@ -15,6 +15,7 @@ pub mod ir;
 pub mod kb;
 mod lower;
 pub mod name;
+mod par;
 pub mod parse;
 pub mod query;
 pub mod registry;
