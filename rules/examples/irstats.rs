@@ -67,6 +67,8 @@ fn main() {
     let mut kept = Vec::new();
     // (events, call steps, binds) in bodies with only call-graph content, and in the others.
     let mut split = [(0usize, 0usize, 0usize); 2];
+    // Lengths of the IR's small vectors: [empty, one, more].
+    let mut vecs = std::collections::BTreeMap::<&'static str, [usize; 3]>::new();
     for f in files {
         let Ok(t) = std::fs::read_to_string(&f) else {
             continue;
@@ -89,6 +91,36 @@ fn main() {
                 match &e.kind {
                     Ev::Call(c) => st += c.steps.len(),
                     Ev::Bind(_) => bi += 1,
+                    _ => {}
+                }
+            }
+            for e in &b.events {
+                let mut see = |name: &'static str, n: usize| {
+                    let c = vecs.entry(name).or_insert([0usize; 3]);
+                    c[n.min(2)] += 1;
+                };
+                match &e.kind {
+                    Ev::Call(c) => {
+                        see("call.recv", c.recv.len());
+                        see("call.func", c.func.len());
+                        see("call.steps", c.steps.len());
+                        for st in &c.steps {
+                            see("step.args", st.args.len());
+                            for a in &st.args {
+                                see("arg.paths", a.paths.len());
+                            }
+                        }
+                    }
+                    Ev::Bind(bd) => {
+                        see("bind.names", bd.names.len());
+                        see("bind.deps", bd.deps.len());
+                        see("bind.calls", bd.calls.len());
+                        see("bind.strs", bd.strs.len());
+                    }
+                    Ev::Cond { deps, calls } => {
+                        see("cond.deps", deps.len());
+                        see("cond.calls", calls.len());
+                    }
                     _ => {}
                 }
             }
@@ -153,6 +185,7 @@ fn main() {
         "bodies {bodies} (fully kept, not inert: {active}) steps {steps} args {args} paths {paths}"
     );
     println!("{counts:?}");
+    println!("vector lengths [empty, one, more]: {vecs:?}");
     println!(
         "events/steps/binds: call-graph-only bodies {:?}, others {:?}",
         split[0], split[1]
