@@ -495,7 +495,8 @@ fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
 }
 
 /// Keeps only what summaries and receiver resolution use: calls (without argument details) and
-/// `let` bindings, with event indices remapped.
+/// `let` bindings, with event indices remapped; and the tests of the receiver's own state
+/// (`if self.stage != from`), which tell a caller that the method re-checks under its guard.
 fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     use crate::ir::Ev;
     let mut map = vec![u32::MAX; events.len()];
@@ -525,6 +526,19 @@ fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
                 out.push(crate::ir::Event {
                     sp: e.sp,
                     kind: Ev::Bind(b),
+                });
+            }
+            Ev::Cond { deps, calls }
+                if deps.iter().any(|d| d == "self" || d.starts_with("self.")) =>
+            {
+                let calls = calls
+                    .iter()
+                    .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
+                    .collect();
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Cond { deps, calls },
                 });
             }
             _ => {}

@@ -80,7 +80,10 @@ declare_rule! {
     /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`) is not analysed. The
     /// no-lock form needs the written value to come from the read and a test of a read value, so
     /// a status flip decided by a stale read with no lock at all is not reported; batch passes
-    /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it.
+    /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it. A method of the crate
+    /// called on the write guard (`holder.write().await.advance_from(stage)`) counts as the
+    /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
+    /// analysis does not prove that its test is the same condition.
     pub static RULE = {
         name: "check-before-lock",
         level: Error,
@@ -194,6 +197,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 else {
                     continue;
                 };
+                if callee_retests(cx, w, r, write.via) {
+                    continue;
+                }
                 if reported_reads.contains(&r) {
                     reported = true;
                     break;
@@ -314,6 +320,69 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             break;
         }
     }
+}
+
+/// The write is a crate method called on the guard (`holder.write().await.commit_stage(key)`)
+/// that itself tests the state the stale read fetched: the read's getter or field
+/// (`holder.read().await.stage()`) is tested again in the method (`if self.stage >= ..`,
+/// `match self.stage()`), so the check is repeated under the lock. A method that tests
+/// something else (`if let Some(n) = self.counts.get_mut(k)`) does not count.
+fn callee_retests(cx: &RuleCx<'_>, w: u32, r: u32, via: Option<crate::facts::BodyId>) -> bool {
+    let Ev::Call(read) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    let Some(got) = read
+        .steps
+        .last()
+        .map(|s| s.name.trim_start_matches('.'))
+        .filter(|n| !n.is_empty())
+    else {
+        return false;
+    };
+    // The method run on the guard: the callee the write came through, the resolved callees, or,
+    // when the guard's target type is unknown, the crate's `&mut self` methods of that name.
+    let by_name: Vec<crate::facts::BodyId>;
+    let callees: &[crate::facts::BodyId] = match &via {
+        Some(c) => std::slice::from_ref(c),
+        None if !cx.fx.callees[w as usize].is_empty() => &cx.fx.callees[w as usize],
+        None => {
+            let Ev::Call(call) = &cx.body.events[w as usize].kind else {
+                return false;
+            };
+            let Some(method) = call.steps.last() else {
+                return false;
+            };
+            by_name = cx
+                .krate
+                .facts
+                .methods_named
+                .get(method.name.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|c| *c != cx.id && cx.krate.facts.mut_self.contains(c))
+                .collect();
+            &by_name
+        }
+    };
+    callees.iter().any(|&c| {
+        let body = cx.krate.body(c);
+        body.self_ty.is_some()
+            && body.events.iter().any(|e| {
+                let Ev::Cond { deps, calls } = &e.kind else {
+                    return false;
+                };
+                deps.iter().any(|d| {
+                    d.strip_prefix("self.")
+                        .and_then(|f| f.split('.').next())
+                        .is_some_and(|f| f == got)
+                }) || calls.iter().any(|&i| {
+                    matches!(&body.events.get(i as usize).map(|e| &e.kind),
+                        Some(Ev::Call(call)) if call.recv.first().is_some_and(|x| x == "self")
+                            && call.steps.iter().any(|s| s.name == got))
+                })
+            })
+    })
 }
 
 fn kind_word(label: &str) -> &'static str {
