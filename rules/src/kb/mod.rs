@@ -65,8 +65,9 @@ pub struct Eff {
     pub where_cols: Box<[Name]>,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
-    /// Human description: "sends an HTTP request", "runs `UPDATE orders`".
-    pub what: String,
+    /// Human description: "sends an HTTP request", "runs `UPDATE orders`" (most are static
+    /// text, so building and copying effects allocates no string for them).
+    pub what: std::borrow::Cow<'static, str>,
     /// The local a commit / rollback applies to.
     pub on: Option<Name>,
     /// The callee whose summary gives this effect.
@@ -77,7 +78,7 @@ pub struct Eff {
 }
 
 impl Eff {
-    pub fn new(kind: K, what: impl Into<String>) -> Eff {
+    pub fn new(kind: K, what: impl Into<std::borrow::Cow<'static, str>>) -> Eff {
         Eff {
             kind,
             table: None,
@@ -341,7 +342,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
             let e = &mut v[pos];
             let place = e.table.clone().unwrap_or_default();
             e.kind = if writes { K::Write } else { K::Read };
-            e.what = format!("{} `{place}`", if writes { "writes" } else { "reads" });
+            e.what = format!("{} `{place}`", if writes { "writes" } else { "reads" }).into();
             e.mem = true;
             e.on = Some("temp".into());
             out.effs.set(i, v);
