@@ -39,6 +39,9 @@ pub struct Facts {
     /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
     /// the crate facts, and the same field and parameter types are classified again and again.
     pub class_memo: std::sync::Mutex<HashMap<u32, HashMap<TypeRef, crate::kb::types::Class>>>,
+    /// Memo of the same by resolved shape (prefix, head as written, resolved head, generic
+    /// arguments): what a type means does not depend on the file once its names are resolved.
+    pub shape_memo: std::sync::Mutex<HashMap<Box<str>, crate::kb::types::Class>>,
 }
 
 impl Facts {
@@ -84,7 +87,7 @@ impl Facts {
                 for (n, ty) in &b.params {
                     if n != "self" {
                         for x in ty {
-                            let last = x.rsplit("::").next().unwrap_or(x);
+                            let last = x.rsplit(':').next().unwrap_or(x);
                             let v = f.taking.entry(Name::new(last)).or_default();
                             if v.last() != Some(&id) {
                                 v.push(id);

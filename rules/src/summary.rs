@@ -56,7 +56,7 @@ fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
     let ret = || {
         let mut ret = body.ret.join(" ").to_ascii_lowercase();
         for t in &body.ret {
-            if let Some(target) = facts.aliases.get(t.rsplit("::").next().unwrap_or(t)) {
+            if let Some(target) = facts.aliases.get(t.rsplit(':').next().unwrap_or(t)) {
                 ret.push(' ');
                 ret.push_str(&target.join(" ").to_ascii_lowercase());
             }
@@ -79,11 +79,11 @@ fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
 /// Returns a crate struct that owns a transaction (a unit of work: `UnitOfWork { tx }`).
 fn returns_tx_holder(body: &Body, facts: &Facts) -> bool {
     body.ret.iter().any(|t| {
-        let name = t.rsplit("::").next().unwrap_or(t);
+        let name = t.rsplit(':').next().unwrap_or(t);
         facts.structs.get(name).is_some_and(|fields| {
             fields.iter().any(|(_, ty)| {
                 ty.iter()
-                    .any(|p| p.rsplit("::").next().unwrap_or(p).ends_with("Transaction"))
+                    .any(|p| p.rsplit(':').next().unwrap_or(p).ends_with("Transaction"))
             })
         })
     })

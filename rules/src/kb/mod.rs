@@ -263,7 +263,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                 {
                     cx.local_modules.insert(
                         name.clone(),
-                        Name::new(module.rsplit("::").next().unwrap_or(module)),
+                        Name::new(module.rsplit(':').next().unwrap_or(module)),
                     );
                 }
                 for name in &b.names {
@@ -594,7 +594,7 @@ impl Cx<'_> {
     /// `charge`, `PaymentGateway::charge`, `payments::charge`.
     fn matches_name(&self, call: &Call, recv: &Class, name: &str) -> bool {
         let (qual, method) = match name.rsplit_once("::") {
-            Some((q, m)) => (Some(q.rsplit("::").next().unwrap_or(q)), m),
+            Some((q, m)) => (Some(q.rsplit(':').next().unwrap_or(q)), m),
             None => (None, name),
         };
         if !call.func.is_empty() && call.func_last() == method {

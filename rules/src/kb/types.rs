@@ -61,8 +61,10 @@ const WRAPPERS: &[&str] = &[
     "ManuallyDrop",
 ];
 
+/// The last segment of a path (`a::b::C` is `C`); a char pattern, which is cheaper to search
+/// for than `"::"` (paths hold no single colons).
 fn last(s: &str) -> &str {
-    s.rsplit("::").next().unwrap_or(s)
+    s.rsplit(':').next().unwrap_or(s)
 }
 
 /// Classifies a declared type.
@@ -102,24 +104,42 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
         return class_of_at(target, facts, file, depth + 1);
     }
     let full = facts.resolve(file, bare);
+    // The generic arguments, as written and resolved, lowercased.
+    let mut rest = String::new();
+    for s in &ty[i + 1..] {
+        rest.push_str(&s.to_ascii_lowercase());
+        rest.push(' ');
+        rest.push_str(&facts.resolve(file, s).to_ascii_lowercase());
+        rest.push(' ');
+    }
+    // Once resolved, the class no longer depends on the file: the same resolved shape seen from
+    // another file is looked up, not classified again.
+    let mut key = String::with_capacity(prefix.len() + bare.len() + full.len() + rest.len() + 3);
+    for part in [prefix, bare, &full, &rest] {
+        key.push_str(part);
+        key.push('\u{1}');
+    }
+    if let Some(c) = facts
+        .shape_memo
+        .lock()
+        .ok()
+        .and_then(|m| m.get(key.as_str()).cloned())
+    {
+        return c;
+    }
+    let c = class_of_shape(prefix, bare, &full, &rest, facts);
+    if let Ok(mut m) = facts.shape_memo.lock() {
+        m.insert(key.into_boxed_str(), c.clone());
+    }
+    c
+}
+
+/// Classifies a resolved type: `full` is the head's path after `use` resolution, `bare` the
+/// head as written, `rest` the lowercased generic arguments (as written and resolved).
+fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Facts) -> Class {
     let lower = full.to_ascii_lowercase();
     let name = Name::new(last(bare));
-    // Generic arguments matter only for a few shapes: lowercase them (as written and resolved)
-    // once, on first use.
-    let rest = std::cell::OnceCell::new();
-    let rest_has = |w: &str| {
-        rest.get_or_init(|| {
-            let mut all = String::new();
-            for s in &ty[i + 1..] {
-                all.push_str(&s.to_ascii_lowercase());
-                all.push(' ');
-                all.push_str(&facts.resolve(file, s).to_ascii_lowercase());
-                all.push(' ');
-            }
-            all
-        })
-        .contains(w)
-    };
+    let rest_has = |w: &str| rest.contains(w);
 
     if lower.contains("delayqueue") || rest_has("delayqueue") {
         return Class::DelayQueue;

@@ -480,7 +480,7 @@ fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
             &k.schedulers,
         ]
         .iter()
-        .any(|l| l.iter().any(|x| x.rsplit("::").next() == Some(n)))
+        .any(|l| l.iter().any(|x| x.rsplit(':').next() == Some(n)))
     };
     events.iter().all(|e| match &e.kind {
         crate::ir::Ev::Call(c) => c.steps.iter().all(|s| {
