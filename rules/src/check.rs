@@ -3,12 +3,12 @@
 
 use crate::diagnostic::{Diagnostic, Level};
 use crate::facts::{BodyId, Facts};
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::ir::{Body, Ev};
 use crate::kb::{self, BodyEffects, Eff, K};
 use crate::par::par_map;
 use crate::rules::{CHECKS, CrateCx, RuleCx, to_span};
 use crate::{Knowledge, LoweredFile, query, summary};
-use std::collections::HashMap;
 
 pub fn run(
     knowledge: &Knowledge,
@@ -25,7 +25,7 @@ pub fn run(
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
     let facts = Facts::collect(&irs, threads);
     let mut ids = Vec::new();
-    let mut by_id: HashMap<BodyId, &Body> = HashMap::new();
+    let mut by_id: FxHashMap<BodyId, &Body> = FxHashMap::default();
     for (fi, bs) in bodies.iter().enumerate() {
         for (bi, b) in bs.iter().enumerate() {
             let id = BodyId {
@@ -39,13 +39,14 @@ pub fn run(
     let classified = par_map(&ids, threads, |id| {
         kb::classify_body(&facts, knowledge, id.file, by_id[id])
     });
-    let mut effects: HashMap<BodyId, BodyEffects> = HashMap::with_capacity(ids.len());
+    let mut effects: FxHashMap<BodyId, BodyEffects> =
+        FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
     effects.extend(ids.iter().copied().zip(classified));
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects, |f| {
         par_map(&ids, threads, f)
     });
     // The project's own transaction helpers: fns that hand a closure to a transaction.
-    let tx_helpers: std::collections::HashSet<BodyId> = ids
+    let tx_helpers: FxHashSet<BodyId> = ids
         .iter()
         .copied()
         .filter(|id| {

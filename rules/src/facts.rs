@@ -1,9 +1,9 @@
 //! Crate-wide facts, merged from every lowered file: functions and methods with their impl type,
 //! struct field types, `use` aliases, consts holding SQL, trait implementations.
 
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::ir::{FileIr, Name, TypeRef};
 use crate::sql::SqlInfo;
-use std::collections::HashMap;
 
 /// A body's global index: file index and body index in that file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,33 +15,33 @@ pub struct BodyId {
 /// Everything known about the crate (or workspace) being checked.
 #[derive(Debug, Default)]
 pub struct Facts {
-    pub structs: HashMap<Name, Vec<(Name, TypeRef)>>,
-    pub sql_consts: HashMap<Name, SqlInfo>,
-    pub str_consts: HashMap<Name, Name>,
+    pub structs: FxHashMap<Name, Vec<(Name, TypeRef)>>,
+    pub sql_consts: FxHashMap<Name, SqlInfo>,
+    pub str_consts: FxHashMap<Name, Name>,
     /// Trait name to the types implementing it in the crate.
-    pub trait_impls: HashMap<Name, Vec<Name>>,
+    pub trait_impls: FxHashMap<Name, Vec<Name>>,
     /// Free fns by ident.
-    pub free_fns: HashMap<Name, Vec<BodyId>>,
+    pub free_fns: FxHashMap<Name, Vec<BodyId>>,
     /// Methods by (self type or trait, ident).
-    pub methods_of: HashMap<(Name, Name), Vec<BodyId>>,
+    pub methods_of: FxHashMap<(Name, Name), Vec<BodyId>>,
     /// Methods by ident alone (any type).
-    pub methods_named: HashMap<Name, Vec<BodyId>>,
+    pub methods_named: FxHashMap<Name, Vec<BodyId>>,
     /// Methods taking `&mut self`.
-    pub mut_self: std::collections::HashSet<BodyId>,
+    pub mut_self: FxHashSet<BodyId>,
     /// Bodies by their impl's self type.
-    pub by_type: HashMap<Name, Vec<BodyId>>,
+    pub by_type: FxHashMap<Name, Vec<BodyId>>,
     /// Bodies by the (last segment of the) types their non-`self` parameters mention.
-    pub taking: HashMap<Name, Vec<BodyId>>,
+    pub taking: FxHashMap<Name, Vec<BodyId>>,
     /// `type Alias = Target;` across the crate.
-    pub aliases: HashMap<Name, TypeRef>,
+    pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: `use` aliases.
-    pub uses: Vec<HashMap<Name, Name>>,
+    pub uses: Vec<FxHashMap<Name, Name>>,
     /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
     /// the crate facts, and the same field and parameter types are classified again and again.
-    pub class_memo: std::sync::Mutex<HashMap<u32, HashMap<TypeRef, crate::kb::types::Class>>>,
+    pub class_memo: std::sync::Mutex<FxHashMap<u32, FxHashMap<TypeRef, crate::kb::types::Class>>>,
     /// Memo of the same by resolved shape (prefix, head as written, resolved head, generic
     /// arguments): what a type means does not depend on the file once its names are resolved.
-    pub shape_memo: std::sync::Mutex<HashMap<Box<str>, crate::kb::types::Class>>,
+    pub shape_memo: std::sync::Mutex<FxHashMap<Box<str>, crate::kb::types::Class>>,
 }
 
 impl Facts {

@@ -11,6 +11,7 @@
 mod check;
 pub mod diagnostic;
 pub mod facts;
+pub mod fxhash;
 pub mod ir;
 pub mod kb;
 mod lower;

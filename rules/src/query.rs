@@ -2,10 +2,10 @@
 //! which lock guards and transactions are live at an event, which events run detached (spawned
 //! or delayed), which locals derive from a read, whether a write's result is checked.
 
+use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Ev, Region};
 use crate::kb::{BodyEffects, K};
 use crate::name::Name;
-use std::collections::HashSet;
 
 /// A live lock or transaction: the event that opened it and the local holding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,8 +181,8 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
 
 /// Locals whose value derives from the result of call event `from` (bound from it, or from a
 /// local that is).
-pub fn derived(body: &Body, from: u32) -> HashSet<Name> {
-    let mut set: HashSet<Name> = HashSet::new();
+pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
+    let mut set: FxHashSet<Name> = FxHashSet::default();
     for ev in &body.events[from as usize..] {
         if let Ev::Bind(b) = &ev.kind {
             let direct = b.calls.contains(&from);

@@ -3,10 +3,10 @@
 //! fixpoint, with the evidence chain kept for diagnostic notes.
 
 use crate::facts::{BodyId, Facts};
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::ir::Body;
 use crate::kb::{BodyEffects, Eff, K};
 use crate::query;
-use std::collections::HashMap;
 
 /// The effects a body has when called, each with the event that shows it.
 #[derive(Debug, Clone, Default)]
@@ -105,10 +105,10 @@ fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
 pub fn summarize<M>(
     facts: &Facts,
     ids: &[BodyId],
-    bodies: &HashMap<BodyId, &Body>,
-    effects: &HashMap<BodyId, BodyEffects>,
+    bodies: &FxHashMap<BodyId, &Body>,
+    effects: &FxHashMap<BodyId, BodyEffects>,
     par_map: M,
-) -> HashMap<BodyId, Summary>
+) -> FxHashMap<BodyId, Summary>
 where
     M: FnOnce(
         &(dyn Fn(&BodyId) -> (Summary, Vec<(u32, BodyId)>) + Sync),
@@ -143,9 +143,10 @@ where
         }
         (s, out)
     });
-    let mut sums: HashMap<BodyId, Summary> = HashMap::with_capacity(ids.len());
-    let mut edges: HashMap<BodyId, Vec<(u32, BodyId)>> = HashMap::new();
-    let mut callers: HashMap<BodyId, Vec<BodyId>> = HashMap::new();
+    let mut sums: FxHashMap<BodyId, Summary> =
+        FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
+    let mut edges: FxHashMap<BodyId, Vec<(u32, BodyId)>> = FxHashMap::default();
+    let mut callers: FxHashMap<BodyId, Vec<BodyId>> = FxHashMap::default();
     for (id, (s, out)) in ids.iter().zip(direct) {
         sums.insert(*id, s);
         for &(_, c) in &out {
@@ -157,7 +158,7 @@ where
     }
     let mut work: Vec<BodyId> = edges.keys().copied().collect();
     work.sort();
-    let mut queued: std::collections::HashSet<BodyId> = work.iter().copied().collect();
+    let mut queued: FxHashSet<BodyId> = work.iter().copied().collect();
     let mut steps = 0usize;
     let limit = ids.len().saturating_mul(16).max(1024);
     while let Some(id) = work.pop() {

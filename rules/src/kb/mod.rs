@@ -5,6 +5,7 @@
 //! Calls to the crate's own functions are resolved to their bodies here; what those bodies do is
 //! filled in later by [`crate::summary`].
 
+use crate::fxhash::FxHashMap;
 mod db;
 pub mod names;
 mod net;
@@ -17,7 +18,6 @@ use crate::facts::{BodyId, Facts};
 use crate::ir::{Body, Call, Ev, StructLit};
 use crate::name::Name;
 use crate::sql::SqlInfo;
-use std::collections::HashMap;
 pub use types::Class;
 
 /// What a call does.
@@ -193,14 +193,14 @@ pub(crate) struct Cx<'a> {
     pub knowledge: &'a Knowledge,
     pub file: u32,
     pub body: &'a Body,
-    pub env: HashMap<Name, Class>,
-    pub sql_locals: HashMap<Name, SqlInfo>,
-    pub str_locals: HashMap<Name, Vec<Name>>,
-    pub lit_locals: HashMap<Name, StructLit>,
+    pub env: FxHashMap<Name, Class>,
+    pub sql_locals: FxHashMap<Name, SqlInfo>,
+    pub str_locals: FxHashMap<Name, Vec<Name>>,
+    pub lit_locals: FxHashMap<Name, StructLit>,
     /// Guard locals and the place they lock.
-    pub guard_places: HashMap<Name, Name>,
+    pub guard_places: FxHashMap<Name, Name>,
     /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
-    pub local_modules: HashMap<Name, Name>,
+    pub local_modules: FxHashMap<Name, Name>,
 }
 
 /// Classifies every call event of a body.
@@ -210,12 +210,12 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
         knowledge,
         file,
         body,
-        env: HashMap::new(),
-        sql_locals: HashMap::new(),
-        str_locals: HashMap::new(),
-        lit_locals: HashMap::new(),
-        guard_places: HashMap::new(),
-        local_modules: HashMap::new(),
+        env: FxHashMap::default(),
+        sql_locals: FxHashMap::default(),
+        str_locals: FxHashMap::default(),
+        lit_locals: FxHashMap::default(),
+        guard_places: FxHashMap::default(),
+        local_modules: FxHashMap::default(),
     };
     let mut tx_param = None;
     for (name, ty) in &body.params {

@@ -1,6 +1,7 @@
 //! The rules, one file each. A rule is a declaration (name, level, summary, doc) and a `check`
 //! function over one body's trace, effects and live state; it pushes diagnostics into a sink.
 
+use crate::fxhash::FxHashMap;
 pub mod check_before_lock;
 pub mod rpc_in_transaction;
 pub mod timeout_without_operation_id;
@@ -14,7 +15,6 @@ use crate::parse::Lines;
 use crate::query::State;
 use crate::registry::RuleMeta;
 use crate::summary::Summary;
-use std::collections::HashMap;
 
 /// Declares a rule's metadata from its doc comment.
 macro_rules! declare_rule {
@@ -52,8 +52,8 @@ pub struct CrateCx<'a> {
     pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
     pub facts: &'a Facts,
-    pub effects: &'a HashMap<BodyId, BodyEffects>,
-    pub summaries: &'a HashMap<BodyId, Summary>,
+    pub effects: &'a FxHashMap<BodyId, BodyEffects>,
+    pub summaries: &'a FxHashMap<BodyId, Summary>,
 }
 
 impl CrateCx<'_> {

@@ -4,11 +4,11 @@
 use super::{RuleCx, declare_rule};
 use crate::diagnostic::Diagnostic;
 use crate::facts::BodyId;
+use crate::fxhash::FxHashSet;
 use crate::ir::{Ev, Region};
 use crate::kb::K;
 use crate::kb::names::{is_operation_identity, is_resource_id};
 use crate::name::Name;
-use std::collections::HashSet;
 
 declare_rule! {
     /// ### What it does
@@ -141,7 +141,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
             }
         }
     }
-    let mut inner: HashSet<&str> = HashSet::new();
+    let mut inner: FxHashSet<&str> = FxHashSet::default();
     let mut used: Vec<&str> = Vec::new();
     for ev in &evs[start as usize..end as usize] {
         match &ev.kind {
