@@ -42,9 +42,7 @@ pub fn run(
     let mut effects: FxHashMap<BodyId, BodyEffects> =
         FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
     effects.extend(ids.iter().copied().zip(classified));
-    let summaries = summary::summarize(&facts, &ids, &by_id, &effects, |f| {
-        par_map(&ids, threads, f)
-    });
+    let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);
     // The project's own transaction helpers: fns that hand a closure to a transaction.
     let tx_helpers: FxHashSet<BodyId> = ids
         .iter()

@@ -99,22 +99,17 @@ fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
         })
 }
 
-/// Computes every body's summary: direct effects first (each body on its own, so `par_map` may
-/// spread them over threads), then callee effects along call edges with a worklist until
-/// nothing changes.
-pub fn summarize<M>(
+/// Computes every body's summary: direct effects first (each body on its own, on up to
+/// `threads` threads), then callee effects along call edges with a worklist until nothing
+/// changes.
+pub fn summarize(
     facts: &Facts,
     ids: &[BodyId],
     bodies: &FxHashMap<BodyId, &Body>,
     effects: &FxHashMap<BodyId, BodyEffects>,
-    par_map: M,
-) -> FxHashMap<BodyId, Summary>
-where
-    M: FnOnce(
-        &(dyn Fn(&BodyId) -> (Summary, Vec<(u32, BodyId)>) + Sync),
-    ) -> Vec<(Summary, Vec<(u32, BodyId)>)>,
-{
-    let direct = par_map(&|id: &BodyId| {
+    threads: usize,
+) -> FxHashMap<BodyId, Summary> {
+    let direct = crate::par::par_map(ids, threads, |id: &BodyId| {
         let body = bodies[id];
         let fx = &effects[id];
         let detached = query::detached(body, fx);
