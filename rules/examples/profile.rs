@@ -1,6 +1,6 @@
 //! Dev tool for profiling (`valgrind --tool=callgrind`, `perf`): lowers every `.rs` file under
 //! the given directories on one thread, checks each directory as one crate, and prints the time
-//! of each phase.
+//! of each phase and the peak resident set.
 //!
 //! `cargo run --release -p staleguard-rules --example profile -- [--floor] DIR [DIR..]`
 //!
@@ -76,6 +76,18 @@ fn run(dirs: Vec<String>) {
     );
 }
 
+/// The process's peak resident set (`VmHWM`), as printed in `/proc/self/status`.
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_string()))
+        })
+        .unwrap_or_else(|| "n/a".to_string())
+}
+
+#[allow(clippy::print_stdout)]
 fn main() {
     let dirs: Vec<String> = std::env::args().skip(1).collect();
     std::thread::Builder::new()
@@ -84,4 +96,5 @@ fn main() {
         .expect("spawn")
         .join()
         .expect("worker");
+    println!("peak RSS {}", peak_rss());
 }
