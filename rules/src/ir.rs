@@ -6,6 +6,7 @@
 //! lifetimes with [`Ev::Drop`] at scope end or `drop(x)`.
 
 pub use crate::name::Name;
+pub use crate::small::Small;
 use crate::sql::SqlInfo;
 
 /// A compact source range: 1-based lines and 1-based char columns. Byte offsets are computed
@@ -110,10 +111,10 @@ pub enum Ev {
 
 #[derive(Debug, Clone)]
 pub struct Bind {
-    pub names: Vec<Name>,
+    pub names: Small<Name>,
     pub ty: Option<TypeRef>,
-    pub deps: Vec<Name>,
-    pub calls: Vec<u32>,
+    pub deps: Small<Name>,
+    pub calls: Small<u32>,
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
     pub strs: Vec<Name>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
@@ -128,10 +129,10 @@ impl Bind {
     /// A binding of `names` from `deps` and `calls`, with no type, literal, SQL or closure.
     pub fn plain(names: Vec<Name>, deps: Vec<Name>, calls: Vec<u32>) -> Self {
         Bind {
-            names,
+            names: names.into(),
             ty: None,
-            deps,
-            calls,
+            deps: deps.into(),
+            calls: calls.into(),
             strs: Vec::new(),
             sql: None,
             lit: None,
@@ -158,10 +159,10 @@ pub enum Region {
 #[derive(Debug, Clone, Default)]
 pub struct Call {
     /// The receiver path when the chain starts at a place: `["self", "http"]`, `["tx"]`.
-    pub recv: Vec<Name>,
+    pub recv: Small<Name>,
     /// The function path when the chain starts with a call or macro: `["sqlx", "query"]`,
     /// `["sqlx", "query!"]`. Its call is `steps[0]`.
-    pub func: Vec<Name>,
+    pub func: Small<Name>,
     pub steps: Vec<Step>,
 }
 
@@ -181,7 +182,7 @@ pub struct Step {
 #[derive(Debug, Clone, Default)]
 pub struct Arg {
     /// Dotted places read (`order.id`, `self.db`, `tx`).
-    pub paths: Vec<Name>,
+    pub paths: Small<Name>,
     /// The call event the argument lowered to (`tokio::spawn(worker::run(job))`).
     pub ev: Option<u32>,
     pub closure: bool,

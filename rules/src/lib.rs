@@ -21,6 +21,7 @@ pub mod parse;
 pub mod query;
 pub mod registry;
 pub mod rules;
+pub mod small;
 pub mod sql;
 pub mod summary;
 pub mod suppress;

@@ -34,7 +34,7 @@ pub fn binders(body: &Body) -> Vec<Vec<Name>> {
             && let Some(&last) = b.calls.last()
             && out[last as usize].is_empty()
         {
-            out[last as usize] = b.names.clone();
+            out[last as usize] = b.names.to_vec();
         }
     }
     out

@@ -610,7 +610,7 @@ impl Cx<'_> {
                     (Some(q), Class::User(t) | Class::Trait(t) | Class::Unknown(t)) => {
                         t == q
                             || t.is_empty()
-                            || self.body.self_ty.as_deref() == Some(q) && call.recv == ["self"]
+                            || self.body.self_ty.as_deref() == Some(q) && *call.recv == ["self"]
                     }
                     (Some(_), _) => false,
                 };

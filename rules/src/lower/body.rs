@@ -154,10 +154,10 @@ impl Lw<'_, '_> {
                         self.push(
                             sp,
                             Ev::Bind(Box::new(Bind {
-                                names: names.clone(),
+                                names: names.clone().into(),
                                 ty,
-                                deps,
-                                calls,
+                                deps: deps.into(),
+                                calls: calls.into(),
                                 strs,
                                 sql: sql.map(Box::new),
                                 lit: lit.map(Box::new),
@@ -587,7 +587,7 @@ impl Lw<'_, '_> {
             }
             _ => {
                 if let Some(p) = place_parts(cur) {
-                    call.recv = p;
+                    call.recv = p.into();
                 } else {
                     self.expr(cur);
                 }
@@ -1033,7 +1033,9 @@ fn struct_lit(e: &Expr) -> Option<StructLit> {
 
 fn arg_info(e: &Expr) -> Arg {
     let mut a = Arg::default();
-    paths(e, &mut a.paths, 0);
+    let mut read = Vec::new();
+    paths(e, &mut read, 0);
+    a.paths = read.into();
     let mut x = ArgExtra::default();
     let mut strs = Vec::new();
     strings(e, &mut strs, 0);
