@@ -163,13 +163,13 @@ pub struct Call {
     /// The function path when the chain starts with a call or macro: `["sqlx", "query"]`,
     /// `["sqlx", "query!"]`. Its call is `steps[0]`.
     pub func: Small<Name>,
-    pub steps: Vec<Step>,
+    pub steps: Small<Step>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Step {
     pub name: Name,
-    pub args: Vec<Arg>,
+    pub args: Small<Arg>,
     /// `.await` directly after this step.
     pub awaited: bool,
     /// `?` after this step (and its await).

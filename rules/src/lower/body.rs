@@ -519,6 +519,7 @@ impl Lw<'_, '_> {
             }
         }
         let mut call = Call::default();
+        let mut steps: Vec<Step> = Vec::with_capacity(raw.len() + 1);
         let root_start = start_span(cur);
         let mut deferred: Vec<&Expr> = Vec::new();
         match cur {
@@ -533,9 +534,9 @@ impl Lw<'_, '_> {
                     let name = call.func.last().cloned().unwrap_or_default();
                     let args = self.args(c.args.iter(), &mut deferred);
                     let sp = self.lines.sp(root_start, c.paren_token.span.close());
-                    call.steps.push(Step {
+                    steps.push(Step {
                         name,
-                        args,
+                        args: args.into(),
                         awaited,
                         tried,
                         sp,
@@ -573,9 +574,9 @@ impl Lw<'_, '_> {
                         self.expr(d);
                     }
                     let sp = self.lines.sp(root_start, m.mac.bang_token.span);
-                    call.steps.push(Step {
+                    steps.push(Step {
                         name: name.with_suffix("!"),
-                        args,
+                        args: args.into(),
                         awaited,
                         tried,
                         sp,
@@ -596,14 +597,15 @@ impl Lw<'_, '_> {
         for (name, start, args, aw, tr, close) in raw.into_iter().rev() {
             let args = self.args(args.into_iter(), &mut deferred);
             let sp = self.lines.sp(start, close);
-            call.steps.push(Step {
+            steps.push(Step {
                 name,
-                args,
+                args: args.into(),
                 awaited: aw,
                 tried: tr,
                 sp,
             });
         }
+        call.steps = steps.into();
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }

@@ -504,8 +504,8 @@ fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     for (i, e) in events.into_iter().enumerate() {
         match e.kind {
             Ev::Call(mut c) => {
-                for s in &mut c.steps {
-                    s.args = Vec::new();
+                for s in c.steps.iter_mut() {
+                    s.args = Default::default();
                 }
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
