@@ -117,9 +117,9 @@ fn main() {
                         see("bind.calls", bd.calls.len());
                         see("bind.strs", bd.strs.len());
                     }
-                    Ev::Cond { deps, calls } => {
-                        see("cond.deps", deps.len());
-                        see("cond.calls", calls.len());
+                    Ev::Cond(t) => {
+                        see("cond.deps", t.deps.len());
+                        see("cond.calls", t.calls.len());
                     }
                     _ => {}
                 }
@@ -146,8 +146,8 @@ fn main() {
                         "call"
                     }
                     Ev::Bind(_) => "bind",
-                    Ev::Assign { .. } => "assign",
-                    Ev::Cond { .. } => "cond",
+                    Ev::Assign(_) => "assign",
+                    Ev::Cond(_) => "cond",
                     Ev::Exit => "exit",
                     Ev::Drop { .. } => "drop",
                     Ev::Enter(_) => "enter",

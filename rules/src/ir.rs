@@ -89,16 +89,9 @@ pub enum Ev {
     /// `let pat = init;` — the names bound, the locals the init reads, the calls in the init.
     Bind(Box<Bind>),
     /// `target = value` (also `+=` and friends); `target` is a dotted path (`g.balance`, `*g` is `g`).
-    Assign {
-        target: Name,
-        deps: Box<[Name]>,
-        calls: Box<[u32]>,
-    },
+    Assign(Box<Assign>),
     /// A test: `if`, `match` scrutinee, match guard, `let else`, `assert!`/`ensure!`, `?` on a check.
-    Cond {
-        deps: Box<[Name]>,
-        calls: Box<[u32]>,
-    },
+    Cond(Box<Test>),
     /// `return`, `break`, `continue`.
     Exit,
     /// A local goes out of scope or is passed to `drop`.
@@ -107,6 +100,21 @@ pub enum Ev {
     },
     Enter(Region),
     Leave,
+}
+
+/// The payload of [`Ev::Assign`] (boxed: assignments are rare, and the event stays small).
+#[derive(Debug, Clone)]
+pub struct Assign {
+    pub target: Name,
+    pub deps: Box<[Name]>,
+    pub calls: Box<[u32]>,
+}
+
+/// The payload of [`Ev::Cond`]: the places and the call events a test reads.
+#[derive(Debug, Clone)]
+pub struct Test {
+    pub deps: Box<[Name]>,
+    pub calls: Box<[u32]>,
 }
 
 #[derive(Debug, Clone)]

@@ -210,8 +210,8 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
     let set = derived(body, from);
     let mut out = Vec::new();
     for (i, ev) in body.events.iter().enumerate().skip(from as usize) {
-        if let Ev::Cond { deps, calls } = &ev.kind
-            && (calls.contains(&from) || deps.iter().any(|d| set.contains(first(d))))
+        if let Ev::Cond(t) = &ev.kind
+            && (t.calls.contains(&from) || t.deps.iter().any(|d| set.contains(first(d))))
         {
             out.push(i as u32);
         }

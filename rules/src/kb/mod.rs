@@ -298,7 +298,8 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                     }
                 }
             }
-            Ev::Assign { target, .. } => {
+            Ev::Assign(a) => {
+                let target = &a.target;
                 // `g.balance -= amount` / `*g = ..` through a guard.
                 let root = target.split('.').next().unwrap_or(target);
                 if cx.env.get(root) == Some(&Class::Guard) {

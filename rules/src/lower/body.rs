@@ -3,7 +3,9 @@
 use super::macros;
 use super::pat_names;
 use super::types::type_ref;
-use crate::ir::{Arg, ArgExtra, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, TypeRef};
+use crate::ir::{
+    Arg, ArgExtra, Assign, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, Test, TypeRef,
+};
 use crate::name::Name;
 use crate::parse::{LineIndex, MAX_DEPTH};
 use crate::sql;
@@ -63,10 +65,10 @@ impl Lw<'_, '_> {
         }
         self.push(
             sp,
-            Ev::Cond {
+            Ev::Cond(Box::new(Test {
                 deps: deps.into(),
                 calls: calls.into(),
-            },
+            })),
         )
     }
 
@@ -76,10 +78,10 @@ impl Lw<'_, '_> {
         if names.is_empty() {
             return;
         }
-        let Ev::Cond { deps, calls } = &self.ev[cond as usize].kind else {
+        let Ev::Cond(t) = &self.ev[cond as usize].kind else {
             return;
         };
-        let bind = Bind::plain(names, deps.to_vec(), calls.to_vec());
+        let bind = Bind::plain(names, t.deps.to_vec(), t.calls.to_vec());
         self.push(sp, Ev::Bind(Box::new(bind)));
     }
 
@@ -131,10 +133,10 @@ impl Lw<'_, '_> {
                     if let Some((_, diverge)) = &init.diverge {
                         self.push(
                             sp,
-                            Ev::Cond {
+                            Ev::Cond(Box::new(Test {
                                 deps: (deps.clone()).into(),
                                 calls: (calls.clone()).into(),
-                            },
+                            })),
                         );
                         self.push(sp, Ev::Enter(Region::Branch { diverges: true }));
                         self.expr(diverge);
@@ -316,11 +318,11 @@ impl Lw<'_, '_> {
                 if let Some(target) = place(&a.left) {
                     self.push(
                         sp,
-                        Ev::Assign {
+                        Ev::Assign(Box::new(Assign {
                             target,
                             deps: deps.into(),
                             calls: calls.into(),
-                        },
+                        })),
                     );
                 }
             }
@@ -336,11 +338,11 @@ impl Lw<'_, '_> {
                     if let Some(target) = place(&b.left) {
                         self.push(
                             sp,
-                            Ev::Assign {
+                            Ev::Assign(Box::new(Assign {
                                 target,
                                 deps: deps.into(),
                                 calls: calls.into(),
-                            },
+                            })),
                         );
                     }
                 } else {

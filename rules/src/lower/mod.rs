@@ -528,17 +528,16 @@ fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
                     kind: Ev::Bind(b),
                 });
             }
-            Ev::Cond { deps, calls }
-                if deps.iter().any(|d| d == "self" || d.starts_with("self.")) =>
-            {
-                let calls = calls
+            Ev::Cond(mut t) if t.deps.iter().any(|d| d == "self" || d.starts_with("self.")) => {
+                t.calls = t
+                    .calls
                     .iter()
                     .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
                     .collect();
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
                     sp: e.sp,
-                    kind: Ev::Cond { deps, calls },
+                    kind: Ev::Cond(t),
                 });
             }
             _ => {}

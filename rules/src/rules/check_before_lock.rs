@@ -369,9 +369,10 @@ fn callee_retests(cx: &RuleCx<'_>, w: u32, r: u32, via: Option<crate::facts::Bod
         let body = cx.krate.body(c);
         body.self_ty.is_some()
             && body.events.iter().any(|e| {
-                let Ev::Cond { deps, calls } = &e.kind else {
+                let Ev::Cond(t) = &e.kind else {
                     return false;
                 };
+                let (deps, calls) = (&t.deps, &t.calls);
                 deps.iter().any(|d| {
                     d.strip_prefix("self.")
                         .and_then(|f| f.split('.').next())
@@ -404,7 +405,7 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     let derived = query::derived(cx.body, r);
     let uses = |p: &Name| derived.contains(query::first(p));
     match &cx.body.events[w as usize].kind {
-        Ev::Assign { deps, .. } => deps.iter().any(uses),
+        Ev::Assign(a) => a.deps.iter().any(uses),
         Ev::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
         _ => false,
     }
@@ -449,8 +450,8 @@ fn unprotected(
             c > r
                 && c < w
                 && tests_read(cx, c, r)
-                && matches!(&cx.body.events[c as usize].kind, Ev::Cond { deps, .. }
-                    if deps.iter().any(|d| derived.contains(query::first(d))))
+                && matches!(&cx.body.events[c as usize].kind, Ev::Cond(t)
+                    if t.deps.iter().any(|d| derived.contains(query::first(d))))
         }) else {
             continue;
         };
@@ -508,9 +509,9 @@ fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         return false;
     };
     cx.body.events[r as usize..w as usize].iter().any(|e| {
-        matches!(&e.kind, Ev::Assign { target, deps, .. }
-            if query::first(target) == root.as_str()
-                && deps.iter().any(|d| query::first(d) != root.as_str() && derived.contains(query::first(d))))
+        matches!(&e.kind, Ev::Assign(a)
+            if query::first(&a.target) == root.as_str()
+                && a.deps.iter().any(|d| query::first(d) != root.as_str() && derived.contains(query::first(d))))
     })
 }
 
@@ -539,9 +540,10 @@ fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) ->
 /// with (not one computed from the read). Racing writers both store the wanted value; the test
 /// adds no stale decision.
 fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
-    let Ev::Cond { deps, .. } = &cx.body.events[c as usize].kind else {
+    let Ev::Cond(t) = &cx.body.events[c as usize].kind else {
         return false;
     };
+    let deps = &t.deps;
     let derived = query::derived(cx.body, r);
     let wanted: Vec<&Name> = deps
         .iter()
@@ -557,10 +559,10 @@ fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     let root = call.recv.first().map(Name::as_str);
     let assigned = |v: &Name| {
         cx.body.events[c as usize..w as usize].iter().any(|e| {
-            matches!(&e.kind, Ev::Assign { target, deps, .. }
-                if Some(query::first(target)) == root
-                    && deps.iter().all(|d| !derived.contains(query::first(d)) || query::first(d) == query::first(target))
-                    && deps.contains(v))
+            matches!(&e.kind, Ev::Assign(a)
+                if Some(query::first(&a.target)) == root
+                    && a.deps.iter().all(|d| !derived.contains(query::first(d)) || query::first(d) == query::first(&a.target))
+                    && a.deps.contains(v))
         })
     };
     wanted.iter().all(|v| in_args(v) || assigned(v))
@@ -571,9 +573,10 @@ fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
 /// (`match authorize(.., session_id, ..).await`, `if let Ok(dns) = discover(&config).await`):
 /// that answer is fresh, not the state read before.
 fn tests_read(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
-    let Ev::Cond { deps, calls } = &cx.body.events[c as usize].kind else {
+    let Ev::Cond(t) = &cx.body.events[c as usize].kind else {
         return true;
     };
+    let (deps, calls) = (&t.deps, &t.calls);
     if calls.contains(&r) {
         return true;
     }
@@ -609,7 +612,7 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     // anything else is an assertion or a `?` that stops the flow.
     let after = events[c as usize + 1..]
         .iter()
-        .find(|e| !matches!(e.kind, Ev::Cond { .. }));
+        .find(|e| !matches!(e.kind, Ev::Cond(_)));
     if !matches!(
         after.map(|e| &e.kind),
         Some(Ev::Enter(Region::Branch { .. }))
@@ -623,7 +626,7 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
             Ev::Enter(Region::Branch { diverges: true }) | Ev::Exit => return true,
             Ev::Enter(_) => depth += 1,
             Ev::Leave => depth = (depth - 1).max(0),
-            Ev::Assign { target, .. } if depth > 0 => assigned.push(query::first(target)),
+            Ev::Assign(a) if depth > 0 => assigned.push(query::first(&a.target)),
             _ => {}
         }
     }
@@ -632,7 +635,7 @@ fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     }
     let uses = |p: &Name| assigned.contains(&query::first(p));
     match &events[w as usize].kind {
-        Ev::Assign { deps, .. } => deps.iter().any(uses),
+        Ev::Assign(a) => a.deps.iter().any(uses),
         Ev::Call(call) => {
             call.all_args().any(|a| a.paths.iter().any(uses)) || call.recv.first().is_some_and(uses)
         }

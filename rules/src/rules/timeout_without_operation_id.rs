@@ -149,9 +149,8 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
                 used.extend(b.deps.iter().map(Name::as_str));
                 inner.extend(b.names.iter().map(Name::as_str));
             }
-            Ev::Cond { deps, .. } | Ev::Assign { deps, .. } => {
-                used.extend(deps.iter().map(Name::as_str))
-            }
+            Ev::Cond(t) => used.extend(t.deps.iter().map(Name::as_str)),
+            Ev::Assign(a) => used.extend(a.deps.iter().map(Name::as_str)),
             Ev::Call(c) => {
                 if let Some(r) = c.recv.first() {
                     used.push(r.as_str());
@@ -463,7 +462,7 @@ fn events_compare(
 ) -> bool {
     let named = |p: &Name| ids.contains(&last(p));
     match &body.events[i].kind {
-        Ev::Cond { deps, .. } => deps.iter().any(named),
+        Ev::Cond(t) => t.deps.iter().any(named),
         Ev::Call(c) => {
             let passes =
                 c.all_args().any(|a| a.paths.iter().any(named)) || c.recv.iter().any(named);
