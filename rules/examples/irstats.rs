@@ -115,7 +115,7 @@ fn main() {
                         see("bind.names", bd.names.len());
                         see("bind.deps", bd.deps.len());
                         see("bind.calls", bd.calls.len());
-                        see("bind.strs", bd.strs.len());
+                        see("bind.strs", bd.strs().len());
                     }
                     Ev::Cond(t) => {
                         see("cond.deps", t.deps.len());

@@ -120,17 +120,35 @@ pub struct Test {
 #[derive(Debug, Clone)]
 pub struct Bind {
     pub names: Small<Name>,
-    pub ty: Option<TypeRef>,
     pub deps: Small<Name>,
     pub calls: Small<u32>,
+    /// The rarer facts (most `let`s have none of them), boxed so a binding stays small.
+    pub extra: Option<Box<BindExtra>>,
+}
+
+/// The rarer facts about a `let`.
+#[derive(Debug, Clone, Default)]
+pub struct BindExtra {
+    /// The declared type (`let tx: Transaction<'_, Postgres> = ..`).
+    pub ty: Option<TypeRef>,
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
     pub strs: Vec<Name>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
-    pub sql: Option<Box<SqlInfo>>,
+    pub sql: Option<SqlInfo>,
     /// A struct literal in the init.
-    pub lit: Option<Box<StructLit>>,
+    pub lit: Option<StructLit>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
     pub closure: Option<u32>,
+}
+
+impl BindExtra {
+    pub fn is_empty(&self) -> bool {
+        self.ty.is_none()
+            && self.strs.is_empty()
+            && self.sql.is_none()
+            && self.lit.is_none()
+            && self.closure.is_none()
+    }
 }
 
 impl Bind {
@@ -138,14 +156,39 @@ impl Bind {
     pub fn plain(names: Vec<Name>, deps: Vec<Name>, calls: Vec<u32>) -> Self {
         Bind {
             names: names.into(),
-            ty: None,
             deps: deps.into(),
             calls: calls.into(),
-            strs: Vec::new(),
-            sql: None,
-            lit: None,
-            closure: None,
+            extra: None,
         }
+    }
+
+    /// A binding with its rarer facts (kept only when there are any).
+    pub fn with_extra(mut self, extra: BindExtra) -> Self {
+        self.extra = (!extra.is_empty()).then(|| Box::new(extra));
+        self
+    }
+
+    pub fn ty(&self) -> Option<&TypeRef> {
+        self.extra.as_ref().and_then(|x| x.ty.as_ref())
+    }
+
+    pub fn strs(&self) -> &[Name] {
+        self.extra
+            .as_ref()
+            .map(|x| x.strs.as_slice())
+            .unwrap_or(&[])
+    }
+
+    pub fn sql(&self) -> Option<&SqlInfo> {
+        self.extra.as_ref().and_then(|x| x.sql.as_ref())
+    }
+
+    pub fn lit(&self) -> Option<&StructLit> {
+        self.extra.as_ref().and_then(|x| x.lit.as_ref())
+    }
+
+    pub fn closure(&self) -> Option<u32> {
+        self.extra.as_ref().and_then(|x| x.closure)
     }
 }
 

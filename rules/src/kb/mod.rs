@@ -239,7 +239,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                 out.callees.set(i, callees);
             }
             Ev::Bind(b) => {
-                let class = if let Some(ty) = &b.ty {
+                let class = if let Some(ty) = b.ty() {
                     Some(types::class_of(ty, facts, file))
                 } else if let Some(&last) = b.calls.last() {
                     let last = last as usize;
@@ -250,7 +250,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                 } else if b.deps.len() == 1 {
                     cx.place_class(&b.deps[0].split('.').map(Name::new).collect::<Vec<_>>())
                 } else {
-                    b.lit.as_ref().map(|l| Class::User(l.ty.clone()))
+                    b.lit().map(|l| Class::User(l.ty.clone()))
                 };
                 let locked = b.calls.last().and_then(|&l| {
                     out.effs[l as usize]
@@ -258,7 +258,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         .find(|e| e.kind == K::Lock)
                         .and_then(|e| e.table.clone())
                 });
-                if let (Some(ty), [name]) = (&b.ty, b.names.as_slice())
+                if let (Some(ty), [name]) = (b.ty(), b.names.as_slice())
                     && let Some((module, _)) = ty.first().and_then(|t| t.rsplit_once("::"))
                 {
                     cx.local_modules.insert(
@@ -283,18 +283,18 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                             cx.env.remove(name);
                         }
                     }
-                    if let Some(sql) = &b.sql {
-                        cx.sql_locals.insert(name.clone(), (**sql).clone());
+                    if let Some(sql) = b.sql() {
+                        cx.sql_locals.insert(name.clone(), sql.clone());
                     }
-                    if !b.strs.is_empty() {
-                        cx.str_locals.insert(name.clone(), b.strs.clone());
+                    if !b.strs().is_empty() {
+                        cx.str_locals.insert(name.clone(), b.strs().to_vec());
                     } else if b.deps.len() == 1
                         && let Some(s) = cx.str_locals.get(&b.deps[0]).cloned()
                     {
                         cx.str_locals.insert(name.clone(), s);
                     }
-                    if let Some(l) = &b.lit {
-                        cx.lit_locals.insert(name.clone(), (**l).clone());
+                    if let Some(l) = b.lit() {
+                        cx.lit_locals.insert(name.clone(), l.clone());
                     }
                 }
             }

@@ -4,7 +4,8 @@ use super::macros;
 use super::pat_names;
 use super::types::type_ref;
 use crate::ir::{
-    Arg, ArgExtra, Assign, Bind, Call, Ev, Event, Region, Sp, Step, StructLit, Test, TypeRef,
+    Arg, ArgExtra, Assign, Bind, BindExtra, Call, Ev, Event, Region, Sp, Step, StructLit, Test,
+    TypeRef,
 };
 use crate::name::Name;
 use crate::parse::{LineIndex, MAX_DEPTH};
@@ -155,25 +156,28 @@ impl Lw<'_, '_> {
                     if !empty {
                         self.push(
                             sp,
-                            Ev::Bind(Box::new(Bind {
-                                names: names.clone().into(),
-                                ty,
-                                deps: deps.into(),
-                                calls: calls.into(),
-                                strs,
-                                sql: sql.map(Box::new),
-                                lit: lit.map(Box::new),
-                                closure,
-                            })),
+                            Ev::Bind(Box::new(
+                                Bind::plain(names.clone(), deps, calls).with_extra(BindExtra {
+                                    ty,
+                                    strs,
+                                    sql,
+                                    lit,
+                                    closure,
+                                }),
+                            )),
                         );
                     }
                 } else {
                     self.push(
                         sp,
-                        Ev::Bind(Box::new(Bind {
-                            ty,
-                            ..Bind::plain(names.clone(), Vec::new(), Vec::new())
-                        })),
+                        Ev::Bind(Box::new(
+                            Bind::plain(names.clone(), Vec::new(), Vec::new()).with_extra(
+                                BindExtra {
+                                    ty,
+                                    ..BindExtra::default()
+                                },
+                            ),
+                        )),
                     );
                 }
                 if holds && let Some(scope) = self.scopes.last_mut() {

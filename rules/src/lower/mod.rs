@@ -489,7 +489,7 @@ fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
                 && !known(&s.name)
                 && s.args.iter().all(|a| a.sql().is_none())
         }),
-        crate::ir::Ev::Bind(b) => b.sql.is_none(),
+        crate::ir::Ev::Bind(b) => b.sql().is_none(),
         _ => true,
     })
 }
@@ -519,9 +519,15 @@ fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
                     .iter()
                     .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
                     .collect();
-                b.strs = Vec::new();
-                b.lit = None;
-                b.closure = None;
+                // Only the declared type still matters (receiver classes).
+                b.extra = b.extra.and_then(|x| {
+                    x.ty.map(|ty| {
+                        Box::new(crate::ir::BindExtra {
+                            ty: Some(ty),
+                            ..Default::default()
+                        })
+                    })
+                });
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
                     sp: e.sp,

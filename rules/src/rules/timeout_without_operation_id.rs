@@ -136,8 +136,8 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     for ev in &evs[..start as usize] {
         if let Ev::Bind(b) = &ev.kind {
             outer.extend(b.names.iter().map(Name::as_str));
-            if let (Some(l), [n]) = (&b.lit, b.names.as_slice()) {
-                lits.push((n.as_str(), &**l));
+            if let (Some(l), [n]) = (b.lit(), b.names.as_slice()) {
+                lits.push((n.as_str(), l));
             }
         }
     }
@@ -241,7 +241,7 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
                     Ev::Bind(b) if b.names.len() == 1 && &b.names[0] == name => Some(b),
                     _ => None,
                 });
-            if let Some(enter) = bind.and_then(|b| b.closure) {
+            if let Some(enter) = bind.and_then(|b| b.closure()) {
                 let end = region_end(cx, enter);
                 let payload = captured(cx, enter + 1, end);
                 judge(cx, s, &payload, &Action::Region(enter + 1, end), true, out);
