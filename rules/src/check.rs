@@ -23,7 +23,7 @@ pub fn run(
         .collect();
     let bodies: Vec<&[Body]> = files.iter().map(|f| f.ir.bodies.as_slice()).collect();
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
-    let facts = Facts::collect(&irs, threads);
+    let facts = Facts::collect(&irs);
     let mut ids = Vec::new();
     let mut by_id: FxHashMap<BodyId, &Body> = FxHashMap::default();
     for (fi, bs) in bodies.iter().enumerate() {

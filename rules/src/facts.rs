@@ -14,8 +14,9 @@ pub struct BodyId {
 
 /// Everything known about the crate (or workspace) being checked.
 #[derive(Debug, Default)]
-pub struct Facts {
-    pub structs: FxHashMap<Name, Vec<(Name, TypeRef)>>,
+pub struct Facts<'a> {
+    /// Struct name to its named fields, borrowed from the lowered file that declares it.
+    pub structs: FxHashMap<&'a str, &'a [(Name, TypeRef)]>,
     pub sql_consts: FxHashMap<Name, SqlInfo>,
     pub str_consts: FxHashMap<Name, Name>,
     /// Trait name to the types implementing it in the crate.
@@ -35,7 +36,8 @@ pub struct Facts {
     /// `type Alias = Target;` across the crate.
     pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: `use` aliases.
-    pub uses: Vec<FxHashMap<Name, Name>>,
+    /// Per file: its `use` aliases, sorted by alias at lowering, borrowed.
+    pub uses: Vec<&'a [(Name, Name)]>,
     /// Memo of [`crate::kb::types::class_of`] by file and type: the class is a pure function of
     /// the crate facts, and the same field and parameter types are classified again and again.
     pub class_memo: std::sync::Mutex<FxHashMap<u32, FxHashMap<TypeRef, crate::kb::types::Class>>>,
@@ -44,25 +46,20 @@ pub struct Facts {
     pub shape_memo: std::sync::Mutex<FxHashMap<Box<str>, crate::kb::types::Class>>,
 }
 
-impl Facts {
+impl<'a> Facts<'a> {
     /// Merges every file's facts; the per-file `use` tables are built on up to `threads`
     /// threads.
-    pub fn collect(files: &[&FileIr], threads: usize) -> Facts {
+    pub fn collect(files: &[&'a FileIr]) -> Facts<'a> {
         let mut f = Facts {
-            uses: crate::par::par_map(files, threads, |file| {
-                file.facts
-                    .uses
-                    .iter()
-                    .map(|(alias, full)| (alias.clone(), full.clone()))
-                    .collect()
-            }),
+            uses: files
+                .iter()
+                .map(|file| file.facts.uses.as_slice())
+                .collect(),
             ..Facts::default()
         };
         for (fi, file) in files.iter().enumerate() {
             for (name, fields) in &file.facts.structs {
-                f.structs
-                    .entry(name.clone())
-                    .or_insert_with(|| fields.clone());
+                f.structs.entry(name.as_str()).or_insert(fields.as_slice());
             }
             for (name, info) in &file.facts.sql_consts {
                 f.sql_consts.insert(name.clone(), info.clone());
@@ -134,7 +131,15 @@ impl Facts {
             Some(i) => (&path[..i], &path[i..]),
             None => (path, ""),
         };
-        match self.uses.get(file as usize).and_then(|u| u.get(head)) {
+        let alias = self.uses.get(file as usize).and_then(|uses| {
+            // The last import of the name wins (the sort at lowering is stable).
+            let end = uses.partition_point(|(a, _)| a.as_str() <= head);
+            uses[..end]
+                .last()
+                .filter(|(a, _)| a == head)
+                .map(|(_, f)| f)
+        });
+        match alias {
             Some(full) => full.with_suffix(rest),
             None => Name::new(path),
         }

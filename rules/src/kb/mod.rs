@@ -189,7 +189,7 @@ pub struct BodyEffects {
 
 /// Per-body classification context.
 pub(crate) struct Cx<'a> {
-    pub facts: &'a Facts,
+    pub facts: &'a Facts<'a>,
     pub knowledge: &'a Knowledge,
     pub file: u32,
     pub body: &'a Body,
@@ -632,7 +632,7 @@ impl Cx<'_> {
                     e.payload.extend(l.fields.iter().cloned());
                     e.payload_ty = Some(l.ty.clone());
                 } else if let Some(Class::User(t)) = self.env.get(p) {
-                    if let Some(fields) = self.facts.structs.get(t) {
+                    if let Some(fields) = self.facts.structs.get(t.as_str()) {
                         e.payload.extend(fields.iter().map(|(n, _)| n.clone()));
                     }
                     e.payload_ty = Some(t.clone());
@@ -642,9 +642,9 @@ impl Cx<'_> {
             }
         }
         if let Some(t) = &e.payload_ty
-            && let Some(fields) = self.facts.structs.get(t)
+            && let Some(fields) = self.facts.structs.get(t.as_str())
         {
-            for (n, _) in fields {
+            for (n, _) in fields.iter() {
                 if !e.payload.contains(n) {
                     e.payload.push(n.clone());
                 }

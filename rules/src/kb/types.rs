@@ -272,7 +272,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     if prefix == "dyn" || prefix == "impl" {
         return Class::Trait(name);
     }
-    if facts.structs.contains_key(&name) {
+    if facts.structs.contains_key(name.as_str()) {
         return Class::User(name);
     }
     if facts.trait_impls.contains_key(&name) {

@@ -27,6 +27,9 @@ pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>, knowledge: &crate::Kn
     for item in &file.items {
         cx.item(item, None);
     }
+    // Sorted by alias (stably: a later import of the same name stays later), so the crate facts
+    // can search a file's imports without building a table.
+    out.facts.uses.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 

@@ -51,7 +51,7 @@ pub struct CrateCx<'a> {
     pub paths: Vec<&'a str>,
     pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
-    pub facts: &'a Facts,
+    pub facts: &'a Facts<'a>,
     pub effects: &'a FxHashMap<BodyId, BodyEffects>,
     pub summaries: &'a FxHashMap<BodyId, Summary>,
 }

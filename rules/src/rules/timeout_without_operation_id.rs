@@ -253,9 +253,9 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
 /// Adds the fields of a payload struct defined in the crate.
 fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
     if let Some(t) = &payload.ty
-        && let Some(fields) = cx.krate.facts.structs.get(t)
+        && let Some(fields) = cx.krate.facts.structs.get(t.as_str())
     {
-        for (f, _) in fields {
+        for (f, _) in fields.iter() {
             push(&mut payload.names, f);
         }
     }
