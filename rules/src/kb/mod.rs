@@ -329,7 +329,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                 .skip_while(|s| !matches!(s.name.as_str(), "lock" | "blocking_lock"))
                 .skip(1)
                 .find(|s| !s.name.starts_with('.') && !sync::is_after_lock_noise(&s.name));
-            let Some(defs) = method.and_then(|m| facts.methods_named.get(&m.name)) else {
+            let Some(defs) = method.and_then(|m| facts.methods_named.get(m.name.as_str())) else {
                 continue;
             };
             let writes = if defs.iter().all(|id| facts.mut_self.contains(id)) {
@@ -678,7 +678,7 @@ impl Cx<'_> {
                 }
                 // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
-                if self.facts.methods_named.contains_key(&step.name) {
+                if self.facts.methods_named.contains_key(step.name.as_str()) {
                     for (tr, tys) in &self.facts.trait_impls {
                         if tys.contains(t) {
                             out.extend(self.facts.methods(tr, &step.name));
@@ -700,7 +700,7 @@ impl Cx<'_> {
             }
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
-            _ => match self.facts.methods_named.get(&step.name) {
+            _ => match self.facts.methods_named.get(step.name.as_str()) {
                 Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
                 _ => Vec::new(),
             },
@@ -724,7 +724,11 @@ impl Cx<'_> {
             }
         }
         if func.len() == 1 || q_is_module(func) {
-            self.facts.free_fns.get(name).cloned().unwrap_or_default()
+            self.facts
+                .free_fns
+                .get(name.as_str())
+                .cloned()
+                .unwrap_or_default()
         } else {
             Vec::new()
         }

@@ -69,19 +69,24 @@ fn last(s: &str) -> &str {
 
 /// Classifies a declared type.
 pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
-    // Memoised per (file, type): a pure function of the crate facts. Looked up by reference,
-    // so a hit allocates nothing.
+    // Memoised per (file, type): a pure function of the crate facts.
+    let key = (file, {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        ty.hash(&mut h);
+        h.finish()
+    });
     if let Some(c) = facts
         .class_memo
         .lock()
         .ok()
-        .and_then(|m| m.get(&file).and_then(|t| t.get(ty.as_slice())).cloned())
+        .and_then(|m| m.get(&key).cloned())
     {
         return c;
     }
     let c = class_of_at(ty, facts, file, 0);
     if let Ok(mut m) = facts.class_memo.lock() {
-        m.entry(file).or_default().insert(ty.clone(), c.clone());
+        m.insert(key, c.clone());
     }
     c
 }
