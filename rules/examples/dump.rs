@@ -13,10 +13,10 @@ fn main() {
     let filter = std::env::var("DUMP_FN").unwrap_or_default();
     for f in &files {
         for b in &f.ir().bodies {
-            if !filter.is_empty() && !b.name.contains(&filter) {
+            if !filter.is_empty() && !b.name().to_string().contains(&filter) {
                 continue;
             }
-            println!("fn {} ({}:{})", b.name, f.path, b.sp.line);
+            println!("fn {} ({}:{})", b.name(), f.path, b.sp.line);
             for (i, e) in b.events.iter().enumerate() {
                 println!("  {i:3} L{:<4} {:?}", e.sp.line, e.kind);
             }

@@ -53,8 +53,6 @@ pub struct FileFacts {
 /// One function, method or trait default method.
 #[derive(Debug, Clone)]
 pub struct Body {
-    /// Display name: `Type::method` or `function`.
-    pub name: Name,
     pub ident: Name,
     pub self_ty: Option<Name>,
     pub trait_name: Option<Name>,
@@ -100,6 +98,25 @@ pub enum Ev {
     },
     Enter(Region),
     Leave,
+}
+
+impl Body {
+    /// Display name: `Type::method` or `function` (built when shown, not stored).
+    pub fn name(&self) -> BodyName<'_> {
+        BodyName(self)
+    }
+}
+
+/// A body's display name; see [`Body::name`].
+pub struct BodyName<'a>(&'a Body);
+
+impl std::fmt::Display for BodyName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0.self_ty {
+            Some(t) => write!(f, "{t}::{}", self.0.ident),
+            None => f.write_str(&self.0.ident),
+        }
+    }
 }
 
 /// The payload of [`Ev::Assign`] (boxed: assignments are rare, and the event stays small).

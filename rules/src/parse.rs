@@ -94,7 +94,7 @@ impl<'a> LineIndex<'a> {
             .collect();
         Lines {
             len: self.text.len() as u32,
-            starts: self.starts.into_boxed_slice(),
+            starts: Starts::new(self.starts),
             wide: wide.into_boxed_slice(),
         }
     }
@@ -105,7 +105,7 @@ impl<'a> LineIndex<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Lines {
     len: u32,
-    starts: Box<[u32]>,
+    starts: Starts,
     /// 0-based line number and text of every line holding non-ASCII characters.
     wide: Box<[(u32, Box<str>)]>,
 }
@@ -114,7 +114,7 @@ impl Lines {
     /// Byte offset of a 1-based line and 1-based char column (as in [`Sp`]).
     pub fn byte(&self, line: u32, col: u32) -> u32 {
         let idx = line.saturating_sub(1);
-        let Some(&start) = self.starts.get(idx as usize) else {
+        let Some(start) = self.starts.get(idx as usize) else {
             return self.len;
         };
         let col = col.saturating_sub(1) as usize;
@@ -134,6 +134,53 @@ impl Lines {
                 start + off as u32
             }
             Err(_) => (start + col as u32).min(next.max(start)),
+        }
+    }
+}
+
+/// Line starts kept compactly: the start of every 64th line and each line's length in 16 bits
+/// (half the size of a start per line); files with a line of 64 KiB or more keep every start.
+#[derive(Debug, Clone)]
+enum Starts {
+    Compact { every: Box<[u32]>, lens: Box<[u16]> },
+    Full(Box<[u32]>),
+}
+
+const EVERY: usize = 64;
+
+impl Default for Starts {
+    fn default() -> Self {
+        Starts::Full(Box::default())
+    }
+}
+
+impl Starts {
+    fn new(starts: Vec<u32>) -> Starts {
+        let lens: Option<Vec<u16>> = starts
+            .windows(2)
+            .map(|w| u16::try_from(w[1] - w[0]).ok())
+            .collect();
+        match lens {
+            Some(lens) => Starts::Compact {
+                every: starts.iter().step_by(EVERY).copied().collect(),
+                lens: lens.into_boxed_slice(),
+            },
+            None => Starts::Full(starts.into_boxed_slice()),
+        }
+    }
+
+    /// The start of 0-based line `idx`.
+    fn get(&self, idx: usize) -> Option<u32> {
+        match self {
+            Starts::Full(s) => s.get(idx).copied(),
+            Starts::Compact { every, lens } => {
+                if idx > lens.len() {
+                    return None;
+                }
+                let base = *every.get(idx / EVERY)?;
+                let from = idx / EVERY * EVERY;
+                Some(base + lens[from..idx].iter().map(|&l| u32::from(l)).sum::<u32>())
+            }
         }
     }
 }
@@ -208,5 +255,14 @@ mod tests {
             .collect();
         assert_eq!(index.starts, starts);
         assert_eq!(index.wide, wide);
+        let kept = super::Starts::new(starts.clone());
+        assert!(matches!(kept, super::Starts::Compact { .. }));
+        for (i, &s) in starts.iter().enumerate() {
+            assert_eq!(kept.get(i), Some(s));
+        }
+        assert_eq!(kept.get(starts.len()), None);
+        let long = super::Starts::new(vec![0, 10, 70_010, 70_020]);
+        assert!(matches!(long, super::Starts::Full(_)));
+        assert_eq!(long.get(2), Some(70_010));
     }
 }

@@ -187,7 +187,7 @@ fn every_syntax_form_is_lowered() {
             .ir()
             .bodies
             .iter()
-            .any(|b| b.name == "everything" && !b.events.is_empty())
+            .any(|b| b.name().to_string() == "everything" && !b.events.is_empty())
     );
 }
 

@@ -231,10 +231,7 @@ impl ItemCx<'_, '_> {
         trait_name: Option<&str>,
     ) {
         let ident = Name::display(&sig.ident);
-        let name = match self_ty {
-            Some(t) => Name::display(&format_args!("{t}::{ident}")),
-            None => ident.clone(),
-        };
+
         let mut params = Vec::new();
         let mut mut_self = false;
         for input in &sig.inputs {
@@ -267,7 +264,6 @@ impl ItemCx<'_, '_> {
             events = keep_call_graph(events);
         }
         self.out.bodies.push(Body {
-            name,
             ident,
             self_ty: self_ty.map(Name::new),
             trait_name: trait_name.map(Name::new),

@@ -159,15 +159,18 @@ impl RuleCx<'_> {
                 None => {
                     notes.push(format!(
                         "`{}` {} at {}:{}",
-                        body.name, entry.5.what, path, ev.sp.line
+                        body.name(),
+                        entry.5.what,
+                        path,
+                        ev.sp.line
                     ));
                     break;
                 }
                 Some(next) => {
                     notes.push(format!(
                         "`{}` calls `{}` at {}:{}",
-                        body.name,
-                        self.krate.body(next).name,
+                        body.name(),
+                        self.krate.body(next).name(),
                         path,
                         ev.sp.line
                     ));
@@ -188,7 +191,7 @@ impl RuleCx<'_> {
             labels: Vec::new(),
             help: None,
             notes: Vec::new(),
-            function: Some(self.body.name.to_string()),
+            function: Some(self.body.name().to_string()),
         }
     }
 

@@ -67,7 +67,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let message = match remote.via {
             Some(c) => format!(
                 "`{}` makes a remote call while a database transaction is open",
-                cx.krate.body(c).name
+                cx.krate.body(c).name()
             ),
             None => "remote call while a database transaction is open".to_string(),
         };

@@ -410,7 +410,9 @@ fn judge(
                 let b = cx.krate.body(writers[0]);
                 notes.push(format!(
                     "`{}` runs when it fires and writes state ({}:{})",
-                    b.name, cx.krate.paths[writers[0].file as usize], b.sp.line
+                    b.name(),
+                    cx.krate.paths[writers[0].file as usize],
+                    b.sp.line
                 ));
             }
         }
