@@ -4,29 +4,14 @@
 //! `STALEGUARD_BENCH_DIRS=/work/bench-src/tokio:/work/bench-src/axum cargo bench -p staleguard-rules`
 //! (each directory is checked as one crate). Run it under `/usr/bin/time -v` for the peak RSS.
 
+#[path = "../examples/support/walk.rs"]
+mod walk;
+
 use staleguard_rules::{Analyzer, Knowledge, LoweredFile, STACK_SIZE};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(ft) = e.file_type() else { continue };
-        let p = e.path();
-        if ft.is_dir() {
-            if p.file_name().is_some_and(|n| n == "target" || n == ".git") {
-                continue;
-            }
-            walk(&p, out);
-        } else if ft.is_file() && p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// Runs `work(path)` for every file on `threads` workers with the documented stack.
 fn parallel<T: Send + 'static>(
@@ -164,9 +149,7 @@ fn main() {
     let mut sets = Vec::new();
     let (mut nfiles, mut nlines, mut nbytes) = (0usize, 0usize, 0usize);
     for d in dirs.split(':').filter(|d| !d.is_empty()) {
-        let mut files = Vec::new();
-        walk(Path::new(d), &mut files);
-        files.sort();
+        let files = walk::rust_files(Path::new(d), true);
         for f in &files {
             if let Ok(t) = std::fs::read_to_string(f) {
                 nlines += t.lines().count();

@@ -37,28 +37,16 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static A: Counting = Counting;
-use staleguard_rules::{Analyzer, Knowledge};
+#[path = "support/walk.rs"]
+mod walk;
 
-fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use staleguard_rules::{Analyzer, Knowledge};
 
 #[allow(clippy::print_stdout)]
 fn main() {
-    let mut files = Vec::new();
-    walk(
+    let files = walk::rust_files(
         std::path::Path::new(&std::env::args().nth(1).expect("dir")),
-        &mut files,
+        true,
     );
     let a = Analyzer::new(Knowledge::default());
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();

@@ -8,37 +8,19 @@
 //! analyzer), so `valgrind --tool=callgrind` on both runs gives the instruction ratio of the full
 //! analysis to the parse floor: a figure that machine load does not move.
 
-use staleguard_rules::{Analyzer, Knowledge, STACK_SIZE};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+#[path = "support/walk.rs"]
+mod walk;
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(ft) = e.file_type() else { continue };
-        let p = e.path();
-        if ft.is_dir() {
-            if p.file_name().is_some_and(|n| n == "target" || n == ".git") {
-                continue;
-            }
-            walk(&p, out);
-        } else if ft.is_file() && p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use staleguard_rules::{Analyzer, Knowledge, STACK_SIZE};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 #[allow(clippy::print_stdout)]
 fn run(dirs: Vec<String>) {
     if dirs.first().is_some_and(|d| d == "--floor") {
         let t = Instant::now();
         for d in &dirs[1..] {
-            let mut files = Vec::new();
-            walk(Path::new(d), &mut files);
-            files.sort();
-            for p in files {
+            for p in walk::rust_files(Path::new(d), true) {
                 let Ok(text) = std::fs::read_to_string(&p) else {
                     continue;
                 };
@@ -53,9 +35,7 @@ fn run(dirs: Vec<String>) {
     let (mut lowering, mut checking) = (Duration::ZERO, Duration::ZERO);
     let mut findings = 0;
     for d in dirs {
-        let mut files = Vec::new();
-        walk(Path::new(&d), &mut files);
-        files.sort();
+        let files = walk::rust_files(Path::new(&d), true);
         let t = Instant::now();
         let lowered: Vec<_> = files
             .iter()

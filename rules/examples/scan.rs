@@ -4,27 +4,15 @@
 //!
 //! `cargo run --release -p staleguard-rules --example scan -- ~/.cargo/registry/src [THREADS]`
 
+#[path = "support/walk.rs"]
+mod walk;
+
 use staleguard_rules::{Analyzer, Knowledge, STACK_SIZE};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Ok(ft) = e.file_type() else { continue };
-        let p = e.path();
-        if ft.is_dir() {
-            walk(&p, out);
-        } else if ft.is_file() && p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 #[derive(Default)]
 struct Totals {
@@ -42,10 +30,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let root = PathBuf::from(args.next().unwrap_or_else(|| ".".to_string()));
     let threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(2);
-    let mut files = Vec::new();
-    walk(&root, &mut files);
-    files.sort();
-    let files = Arc::new(files);
+    // A registry cache: crates have source folders named `target`, so nothing is skipped.
+    let files = Arc::new(walk::rust_files(&root, false));
     let next = Arc::new(AtomicUsize::new(0));
     let totals = Arc::new(Mutex::new(Totals::default()));
     let analyzer = Arc::new(Analyzer::new(Knowledge::default()));
