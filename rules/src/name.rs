@@ -58,21 +58,20 @@ impl Name {
         };
         // Writing to a `Writer` never fails.
         let _ = fmt::write(&mut w, format_args!("{value}"));
-        match w.spill {
-            Some(s) => Name(Repr::Heap(s.into_boxed_str())),
-            None => Name(Repr::Inline {
-                len: w.len as u8,
-                buf: w.buf,
-            }),
-        }
+        w.finish()
     }
 
     /// `self` followed by `suffix`.
     pub fn with_suffix(&self, suffix: &str) -> Name {
-        let mut s = String::with_capacity(self.len() + suffix.len());
-        s.push_str(self);
-        s.push_str(suffix);
-        Name::from(s)
+        let mut w = Writer {
+            buf: [0; INLINE],
+            len: 0,
+            spill: None,
+        };
+        // Writing to a `Writer` never fails.
+        let _ = fmt::Write::write_str(&mut w, self);
+        let _ = fmt::Write::write_str(&mut w, suffix);
+        w.finish()
     }
 
     /// `parts` joined with `sep`, inline when the result fits.
@@ -115,6 +114,18 @@ struct Writer {
     buf: [u8; INLINE],
     len: usize,
     spill: Option<String>,
+}
+
+impl Writer {
+    fn finish(self) -> Name {
+        match self.spill {
+            Some(s) => Name(Repr::Heap(s.into_boxed_str())),
+            None => Name(Repr::Inline {
+                len: self.len as u8,
+                buf: self.buf,
+            }),
+        }
+    }
 }
 
 impl fmt::Write for Writer {

@@ -777,75 +777,92 @@ fn is_assign_op(op: &BinOp) -> bool {
     )
 }
 
-/// `a`, `self.db`, `job.payload.id` as their parts; `*x` and `&x` see through.
-pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
+/// One segment of a place: an identifier, or a tuple field's index.
+#[derive(Clone, Copy)]
+enum Seg<'e> {
+    Ident(&'e syn::Ident),
+    Index(u32),
+}
+
+impl std::fmt::Display for Seg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seg::Ident(i) => std::fmt::Display::fmt(i, f),
+            Seg::Index(n) => std::fmt::Display::fmt(n, f),
+        }
+    }
+}
+
+/// Visits, in order, the segments of the place `e` is (`a`, `self.db`, `job.payload.id`; `*x`
+/// and `&x` see through) and says whether it is one. Nothing is visited when it is not. The one
+/// walk behind [`place_parts`], [`place_head`] and [`PlaceText`].
+fn place_segments<'e, F: FnMut(Seg<'e>)>(e: &'e Expr, visit: &mut F) -> bool {
     match e {
-        Expr::Path(p) if p.qself.is_none() => Some(
+        Expr::Path(p) if p.qself.is_none() => {
             p.path
                 .segments
                 .iter()
-                .map(|s| Name::display(&s.ident))
-                .collect(),
-        ),
+                .for_each(|s| visit(Seg::Ident(&s.ident)));
+            true
+        }
         Expr::Field(f) => {
-            let mut base = place_parts(&f.base)?;
-            base.push(member(&f.member));
-            Some(base)
+            if !place_segments(&f.base, visit) {
+                return false;
+            }
+            visit(match &f.member {
+                Member::Named(i) => Seg::Ident(i),
+                Member::Unnamed(i) => Seg::Index(i.index),
+            });
+            true
         }
-        Expr::Unary(u) => place_parts(&u.expr),
-        Expr::Reference(r) => place_parts(&r.expr),
-        Expr::Paren(p) => place_parts(&p.expr),
-        Expr::Group(g) => place_parts(&g.expr),
-        _ => None,
+        Expr::Unary(u) => place_segments(&u.expr, visit),
+        Expr::Reference(r) => place_segments(&r.expr, visit),
+        Expr::Paren(p) => place_segments(&p.expr, visit),
+        Expr::Group(g) => place_segments(&g.expr, visit),
+        _ => false,
     }
 }
 
-/// The first identifier and the number of segments of the place `e` is, if it is one (what
-/// [`place_parts`] would return, without building it).
+/// The place `e` is, as its parts.
+pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
+    let mut parts = Vec::new();
+    place_segments(e, &mut |s| {
+        parts.push(match s {
+            Seg::Ident(i) => Name::display(i),
+            Seg::Index(n) => Name::display(&n),
+        })
+    })
+    .then_some(parts)
+}
+
+/// The first identifier and the number of segments of the place `e` is, without building it.
 fn place_head(e: &Expr) -> Option<(&syn::Ident, usize)> {
-    match e {
-        Expr::Path(p) if p.qself.is_none() => {
-            let first = &p.path.segments.first()?.ident;
-            Some((first, p.path.segments.len()))
+    let (mut first, mut n) = (None, 0);
+    let is_place = place_segments(e, &mut |s| {
+        if let (0, Seg::Ident(i)) = (n, s) {
+            first = Some(i);
         }
-        Expr::Field(f) => place_head(&f.base).map(|(first, n)| (first, n + 1)),
-        Expr::Unary(u) => place_head(&u.expr),
-        Expr::Reference(r) => place_head(&r.expr),
-        Expr::Paren(p) => place_head(&p.expr),
-        Expr::Group(g) => place_head(&g.expr),
-        _ => None,
-    }
+        n += 1;
+    });
+    first.filter(|_| is_place).map(|i| (i, n))
 }
 
-/// Writes a place (see [`place_head`]) as its parts joined with `.`, as
-/// `Name::join(&place_parts(e), ".")` would.
+/// Writes a place as its parts joined with `.`, as `Name::join(&place_parts(e), ".")` would.
 struct PlaceText<'a>(&'a Expr);
 
 impl std::fmt::Display for PlaceText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Expr::Path(p) => {
-                for (i, s) in p.path.segments.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(".")?;
-                    }
-                    write!(f, "{}", s.ident)?;
-                }
-                Ok(())
+        let mut result = Ok(());
+        let mut sep = "";
+        place_segments(self.0, &mut |s| {
+            if result.is_ok() {
+                result = f
+                    .write_str(sep)
+                    .and_then(|()| std::fmt::Display::fmt(&s, f));
+                sep = ".";
             }
-            Expr::Field(x) => {
-                write!(f, "{}.", PlaceText(&x.base))?;
-                match &x.member {
-                    Member::Named(i) => write!(f, "{i}"),
-                    Member::Unnamed(i) => write!(f, "{}", i.index),
-                }
-            }
-            Expr::Unary(u) => PlaceText(&u.expr).fmt(f),
-            Expr::Reference(r) => PlaceText(&r.expr).fmt(f),
-            Expr::Paren(p) => PlaceText(&p.expr).fmt(f),
-            Expr::Group(g) => PlaceText(&g.expr).fmt(f),
-            _ => Ok(()),
-        }
+        });
+        result
     }
 }
 
