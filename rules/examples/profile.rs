@@ -7,6 +7,10 @@
 //! With `--floor` it only reads and parses (`syn::parse_file`, with the same span hygiene as the
 //! analyzer), so `valgrind --tool=callgrind` on both runs gives the instruction ratio of the full
 //! analysis to the parse floor: a figure that machine load does not move.
+//!
+//! With `--check N` it lowers once and checks each directory `N` times on one thread, then on
+//! two, and prints the fastest check of each: the check's own cost, with the lowering's noise
+//! left out.
 
 #[path = "support/walk.rs"]
 mod walk;
@@ -29,6 +33,40 @@ fn run(dirs: Vec<String>) {
             }
         }
         println!("read+parse {:.2}s", t.elapsed().as_secs_f64());
+        return;
+    }
+    if dirs.first().is_some_and(|d| d == "--check") {
+        let rounds: usize = dirs.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
+        let analyzer = Analyzer::new(Knowledge::default());
+        let sets: Vec<Vec<_>> = dirs[2..]
+            .iter()
+            .map(|d| {
+                walk::rust_files(Path::new(d), true)
+                    .iter()
+                    .filter_map(|p| {
+                        let text = std::fs::read_to_string(p).ok()?;
+                        Some(analyzer.lower(&p.display().to_string(), &text))
+                    })
+                    .collect()
+            })
+            .collect();
+        for threads in [1, 2] {
+            let analyzer = Analyzer::new(Knowledge::default()).with_threads(threads);
+            let best = (0..rounds.max(1))
+                .map(|_| {
+                    let t = Instant::now();
+                    for set in &sets {
+                        drop(analyzer.check(set, &|_| true));
+                    }
+                    t.elapsed()
+                })
+                .min()
+                .unwrap_or_default();
+            println!(
+                "check on {threads} thread(s): best of {rounds} {:.1}ms",
+                best.as_secs_f64() * 1e3
+            );
+        }
         return;
     }
     let analyzer = Analyzer::new(Knowledge::default());

@@ -21,6 +21,8 @@ pub struct Facts<'a> {
     pub str_consts: FxHashMap<Name, Name>,
     /// Trait name to the types implementing it in the crate.
     pub trait_impls: FxHashMap<Name, Vec<Name>>,
+    /// The other way round: a type to the crate traits it implements.
+    pub traits_of: FxHashMap<Name, Vec<Name>>,
     /// Free fns by ident.
     pub free_fns: FxHashMap<&'a str, Vec<BodyId>>,
     /// Methods by (self type or trait, ident).
@@ -74,6 +76,7 @@ impl<'a> Facts<'a> {
             }
             for (t, ty) in &file.facts.trait_impls {
                 f.trait_impls.entry(t.clone()).or_default().push(ty.clone());
+                f.traits_of.entry(ty.clone()).or_default().push(t.clone());
             }
             for (bi, b) in file.bodies.iter().enumerate() {
                 let id = BodyId {

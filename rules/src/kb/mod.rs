@@ -679,10 +679,14 @@ impl Cx<'_> {
                 // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
                 if self.facts.methods_named.contains_key(step.name.as_str()) {
-                    for (tr, tys) in &self.facts.trait_impls {
-                        if tys.contains(t) {
-                            out.extend(self.facts.methods(tr, &step.name));
-                        }
+                    for tr in self
+                        .facts
+                        .traits_of
+                        .get(t)
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[])
+                    {
+                        out.extend(self.facts.methods(tr, &step.name));
                     }
                 }
                 if matches!(recv, Class::Trait(_))
