@@ -139,26 +139,42 @@ impl<'a> Facts<'a> {
             Some(i) => (&path[..i], &path[i..]),
             None => (path, ""),
         };
-        let alias = self.uses.get(file as usize).and_then(|uses| {
-            // The last import of the name wins (the sort at lowering is stable).
-            let end = uses.partition_point(|(a, _)| a.as_str() <= head);
-            uses[..end]
-                .last()
-                .filter(|(a, _)| a == head)
-                .map(|(_, f)| f)
-        });
-        match alias {
+        match self.alias(file, head) {
             Some(full) => full.with_suffix(rest),
             None => Name::new(path),
         }
     }
 
+    /// [`Facts::resolve`] of the path `parts` joined with `::`, without building the joined
+    /// text first.
+    pub fn resolve_parts(&self, file: u32, parts: &[Name]) -> Name {
+        let Some((head, rest)) = parts.split_first() else {
+            return Name::EMPTY;
+        };
+        match self.alias(file, head) {
+            Some(full) if rest.is_empty() => full.clone(),
+            Some(full) => Name::display(&format_args!("{full}::{}", Name::join(rest, "::"))),
+            None => Name::join(parts, "::"),
+        }
+    }
+
+    /// What `head` stands for in `file` through its `use` aliases.
+    fn alias(&self, file: u32, head: &str) -> Option<&Name> {
+        let uses = self.uses.get(file as usize)?;
+        // The last import of the name wins (the sort at lowering is stable).
+        let end = uses.partition_point(|(a, _)| a.as_str() <= head);
+        uses[..end]
+            .last()
+            .filter(|(a, _)| a == head)
+            .map(|(_, f)| f)
+    }
+
     /// Bodies that a method named `method` on type `ty` may run: inherent and trait impls on
     /// `ty`, or every implementation when `ty` is a trait of the crate.
-    pub fn methods(&self, ty: &str, method: &str) -> Vec<BodyId> {
+    pub fn methods(&self, ty: &str, method: &str) -> &[BodyId] {
         self.methods_of
             .get(&(Name::new(ty), Name::new(method)))
-            .cloned()
-            .unwrap_or_default()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 }

@@ -53,8 +53,36 @@ impl<T> From<Vec<T>> for Small<T> {
 }
 
 impl<T> FromIterator<T> for Small<T> {
+    /// No temporary vector for zero or one element.
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Small::from(iter.into_iter().collect::<Vec<T>>())
+        let mut it = iter.into_iter();
+        let Some(first) = it.next() else {
+            return Small::Empty;
+        };
+        let Some(second) = it.next() else {
+            return Small::One(first);
+        };
+        let mut v = Vec::with_capacity(2 + it.size_hint().0);
+        v.push(first);
+        v.push(second);
+        v.extend(it);
+        Small::Many(v.into_boxed_slice())
+    }
+}
+
+impl<T> Small<T> {
+    /// Appends `x`: no allocation up to one element, one more per element after that (the IR's
+    /// lists are short; most hold one element).
+    pub fn push(&mut self, x: T) {
+        *self = match std::mem::take(self) {
+            Small::Empty => Small::One(x),
+            Small::One(a) => Small::Many(Box::new([a, x])),
+            Small::Many(xs) => {
+                let mut v = Vec::from(xs);
+                v.push(x);
+                Small::Many(v.into_boxed_slice())
+            }
+        };
     }
 }
 
@@ -87,5 +115,10 @@ mod tests {
             assert_eq!(&*c, &*s);
         }
         assert!(matches!(Small::from(vec![7]), Small::One(7)));
+        for n in 0..5u32 {
+            let mut s = Small::default();
+            (0..n).for_each(|i| s.push(i));
+            assert_eq!(s.as_slice(), (0..n).collect::<Vec<_>>().as_slice());
+        }
     }
 }

@@ -42,7 +42,7 @@ fn db_recv(recv: &Class) -> bool {
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Eff> {
     let head = call.head();
     let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
-    let recv_local = call.recv.join(".");
+    let recv_local = Name::join(&call.recv, ".");
 
     // Transaction control.
     if call.func.is_empty() {
@@ -299,20 +299,26 @@ pub fn table_of(path: &str) -> Name {
 }
 
 pub fn normalize_table(t: &str) -> Name {
-    let mut s = String::new();
+    // One buffer, cut in place (this runs for every database call classified).
+    let mut s = String::with_capacity(t.len() + 4);
     for (i, c) in t.chars().enumerate() {
         if c.is_uppercase() && i > 0 {
             s.push('_');
         }
         s.push(c.to_ascii_lowercase());
     }
-    let s = s.strip_suffix("_entity").unwrap_or(&s).to_string();
-    let s = s
-        .strip_suffix("es")
-        .filter(|x| x.ends_with("ss") || x.ends_with("sh") || x.ends_with("ch"))
-        .map(str::to_string)
-        .unwrap_or(s);
-    Name::from(s.strip_suffix('s').map(str::to_string).unwrap_or(s))
+    if s.ends_with("_entity") {
+        s.truncate(s.len() - "_entity".len());
+    }
+    if let Some(x) = s.strip_suffix("es")
+        && (x.ends_with("ss") || x.ends_with("sh") || x.ends_with("ch"))
+    {
+        s.truncate(s.len() - 2);
+    }
+    if s.ends_with('s') {
+        s.pop();
+    }
+    Name::from(s)
 }
 
 fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
@@ -362,4 +368,24 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     let _ = call;
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_table;
+
+    #[test]
+    fn table_names_are_snake_case_and_singular() {
+        for (written, table) in [
+            ("Orders", "order"),
+            ("OrderEntity", "order"),
+            ("order_items", "order_item"),
+            ("Matches", "match"),
+            ("Wishes", "wish"),
+            ("seat", "seat"),
+            ("Boxes", "boxe"),
+        ] {
+            assert_eq!(normalize_table(written).as_str(), table, "{written}");
+        }
+    }
 }

@@ -203,6 +203,16 @@ pub(crate) struct Cx<'a> {
     pub local_modules: FxHashMap<Name, Name>,
 }
 
+/// Whether `needle` occurs in `hay`: a plain scan, for the short texts of type and path names, where
+/// setting up std's two-way searcher cost more than the search (it was a tenth of the check).
+pub(crate) fn has(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    let Some((&first, _)) = n.split_first() else {
+        return true;
+    };
+    h.len() >= n.len() && (0..=h.len() - n.len()).any(|i| h[i] == first && h[i..].starts_with(n))
+}
+
 /// Classifies every call event of a body.
 pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Body) -> BodyEffects {
     let mut cx = Cx {
@@ -248,7 +258,12 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {
-                    cx.place_class(&b.deps[0].split('.').map(Name::new).collect::<Vec<_>>())
+                    cx.place_class(
+                        &b.deps[0]
+                            .split('.')
+                            .map(Name::new)
+                            .collect::<crate::small::Small<_>>(),
+                    )
                 } else {
                     b.lit().map(|l| Class::User(l.ty.clone()))
                 };
@@ -428,11 +443,7 @@ impl Cx<'_> {
             return (vec![e], Vec::new());
         }
         let mut effs = Vec::new();
-        let resolved = if call.func.is_empty() {
-            Name::EMPTY
-        } else {
-            self.facts.resolve(self.file, &call.func.join("::"))
-        };
+        let resolved = self.facts.resolve_parts(self.file, &call.func);
         for f in [sync::classify, db::classify, redis::classify, net::classify] {
             if let Some(e) = f(self, call, &recv, &resolved) {
                 effs.push(e);
@@ -462,33 +473,28 @@ impl Cx<'_> {
                 _ => {}
             }
         }
-        let func = call.func.join("::");
-        let resolved = if func.is_empty() {
-            Name::EMPTY
-        } else {
-            self.facts.resolve(self.file, &func)
-        };
+        let resolved = self.facts.resolve_parts(self.file, &call.func);
         let lower = resolved.to_ascii_lowercase();
         let head = call.head();
-        if lower.contains("channel")
-            && (lower.contains("mpsc")
-                || lower.contains("broadcast")
-                || lower.contains("flume")
+        if has(&lower, "channel")
+            && (has(&lower, "mpsc")
+                || has(&lower, "broadcast")
+                || has(&lower, "flume")
                 || lower.starts_with("channel"))
             || lower.ends_with("unbounded_channel")
         {
             return Some(Class::Channel);
         }
-        if lower.contains("delayqueue") {
+        if has(&lower, "delayqueue") {
             return Some(Class::DelayQueue);
         }
-        if lower.contains("reqwest") || lower.contains("hyper") {
+        if has(&lower, "reqwest") || has(&lower, "hyper") {
             return Some(Class::Http);
         }
-        if lower.contains("redis") {
+        if has(&lower, "redis") {
             return Some(Class::Redis);
         }
-        if lower.contains("aws_sdk") {
+        if has(&lower, "aws_sdk") {
             return Some(Class::Aws);
         }
         if call.has_step("get_multiplexed_async_connection")
@@ -674,7 +680,7 @@ impl Cx<'_> {
             Class::User(t) | Class::Trait(t) => {
                 let m = self.facts.methods(t, &step.name);
                 if !m.is_empty() {
-                    return m;
+                    return m.to_vec();
                 }
                 // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
@@ -686,7 +692,7 @@ impl Cx<'_> {
                         .map(Vec::as_slice)
                         .unwrap_or(&[])
                     {
-                        out.extend(self.facts.methods(tr, &step.name));
+                        out.extend_from_slice(self.facts.methods(tr, &step.name));
                     }
                 }
                 if matches!(recv, Class::Trait(_))
@@ -694,7 +700,7 @@ impl Cx<'_> {
                 {
                     {
                         for ty in tys {
-                            out.extend(self.facts.methods(ty, &step.name));
+                            out.extend_from_slice(self.facts.methods(ty, &step.name));
                         }
                     }
                 }
@@ -724,7 +730,7 @@ impl Cx<'_> {
             };
             let typed = self.facts.methods(&q, name);
             if !typed.is_empty() {
-                return typed;
+                return typed.to_vec();
             }
         }
         if func.len() == 1 || q_is_module(func) {

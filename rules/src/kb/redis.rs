@@ -1,6 +1,7 @@
 //! Redis: `redis::cmd("SET").arg(..).arg("NX")`, pipelines, Lua scripts and the `AsyncCommands`
 //! methods (`get`, `del`, `set_nx`, `getdel`, ..).
 
+use super::has;
 use super::names::is_token_name;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
@@ -8,7 +9,7 @@ use crate::name::Name;
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     // Lua scripts are atomic.
-    if resolved.contains("Script")
+    if has(resolved, "Script")
         && call
             .steps
             .iter()
@@ -22,7 +23,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
     // `redis::cmd("SET").arg(key)..query_async(&mut con)` and `redis::pipe()`.
     if matches!(call.func_last(), "cmd" | "pipe")
-        && (call.func.len() == 1 || resolved.contains("redis"))
+        && (call.func.len() == 1 || has(resolved, "redis"))
     {
         let mut cmds: Vec<(String, usize)> = Vec::new();
         let mut flags: Vec<String> = Vec::new();

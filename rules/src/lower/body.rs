@@ -1,5 +1,6 @@
 //! Lowering one fn body (with its closures and async blocks) into an ordered effect trace.
 
+use super::Seq;
 use super::macros;
 use super::pat_names;
 use super::types::type_ref;
@@ -9,6 +10,7 @@ use crate::ir::{
 };
 use crate::name::Name;
 use crate::parse::{LineIndex, MAX_DEPTH};
+use crate::small::Small;
 use crate::sql;
 use proc_macro2::Span;
 use syn::spanned::Spanned;
@@ -16,7 +18,16 @@ use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 
 /// One step of a call chain as collected, outermost first: name, name span, arguments,
 /// awaited, tried, closing span.
-type RawStep<'a> = (Name, Span, Vec<&'a Expr>, bool, bool, Span);
+/// A method (or `.field`) step found walking a chain down to its root: name, start, its
+/// argument list (none for a field), awaited, tried, end.
+type RawStep<'a> = (
+    Name,
+    Span,
+    Option<&'a syn::punctuated::Punctuated<Expr, syn::Token![,]>>,
+    bool,
+    bool,
+    Span,
+);
 
 /// Lowers a fn body. `params` are only used to seed nothing today; kept for symmetry.
 pub fn lower_block(
@@ -28,6 +39,7 @@ pub fn lower_block(
         lines,
         ev: Vec::new(),
         scopes: Vec::new(),
+        scratch: Vec::new(),
         depth: 0,
     };
     lw.block(block);
@@ -39,6 +51,8 @@ pub(super) struct Lw<'a, 'b> {
     pub(super) ev: Vec<Event>,
     scopes: Vec<Vec<Name>>,
     depth: u32,
+    /// A buffer lent to [`arg_info`], always empty between uses.
+    scratch: Vec<Name>,
 }
 
 const MAX_STR: usize = 96;
@@ -408,14 +422,14 @@ impl Lw<'_, '_> {
                 self.expr(&i.expr);
                 self.expr(&i.index);
             }
-            Expr::Tuple(t) => t.elems.iter().for_each(|x| {
+            Expr::Tuple(t) => t.elems.each().for_each(|x| {
                 self.expr(x);
             }),
-            Expr::Array(t) => t.elems.iter().for_each(|x| {
+            Expr::Array(t) => t.elems.each().for_each(|x| {
                 self.expr(x);
             }),
             Expr::Struct(s) => {
-                for f in &s.fields {
+                for f in s.fields.each() {
                     self.expr(&f.expr);
                 }
                 if let Some(r) = &s.rest {
@@ -440,7 +454,7 @@ impl Lw<'_, '_> {
 
     fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<Name>) {
         let mut names = Vec::new();
-        for p in &c.inputs {
+        for p in c.inputs.each() {
             pat_names(p, &mut names);
         }
         if !names.is_empty() {
@@ -497,7 +511,7 @@ impl Lw<'_, '_> {
                     raw.push((
                         Name::display(&format_args!(".{id}")),
                         id.span(),
-                        Vec::new(),
+                        None,
                         awaited,
                         tried,
                         id.span(),
@@ -510,7 +524,7 @@ impl Lw<'_, '_> {
                     raw.push((
                         Name::display(&m.method),
                         m.method.span(),
-                        m.args.iter().collect(),
+                        Some(&m.args),
                         awaited,
                         tried,
                         m.paren_token.span.close(),
@@ -525,7 +539,8 @@ impl Lw<'_, '_> {
             }
         }
         let mut call = Call::default();
-        let mut steps: Vec<Step> = Vec::with_capacity(raw.len() + 1);
+        // The root's own step (`f(..)`, `query!(..)`), when it has one.
+        let mut root_step: Option<Step> = None;
         let root_start = start_span(cur);
         let mut deferred: Vec<&Expr> = Vec::new();
         match cur {
@@ -538,18 +553,18 @@ impl Lw<'_, '_> {
                         .map(|s| Name::display(&s.ident))
                         .collect();
                     let name = call.func.last().cloned().unwrap_or_default();
-                    let args = self.args(c.args.iter(), &mut deferred);
+                    let args = self.args(c.args.each(), &mut deferred);
                     let sp = self.lines.sp(root_start, c.paren_token.span.close());
-                    steps.push(Step {
+                    root_step = Some(Step {
                         name,
-                        args: args.into(),
+                        args,
                         awaited,
                         tried,
                         sp,
                     });
                 } else {
                     self.expr(&c.func);
-                    for a in &c.args {
+                    for a in c.args.each() {
                         self.expr(a);
                     }
                 }
@@ -580,9 +595,9 @@ impl Lw<'_, '_> {
                         self.expr(d);
                     }
                     let sp = self.lines.sp(root_start, m.mac.bang_token.span);
-                    steps.push(Step {
+                    root_step = Some(Step {
                         name: name.with_suffix("!"),
-                        args: args.into(),
+                        args,
                         awaited,
                         tried,
                         sp,
@@ -600,18 +615,38 @@ impl Lw<'_, '_> {
                 }
             }
         }
+        // Sized exactly, and no vector at all for a one-step call (most calls).
+        let n = raw.len() + usize::from(root_step.is_some());
+        let mut steps: Vec<Step> = Vec::with_capacity(if n > 1 { n } else { 0 });
+        let mut single = None;
+        let mut add = |step: Step| {
+            if n > 1 {
+                steps.push(step);
+            } else {
+                single = Some(step);
+            }
+        };
+        if let Some(step) = root_step {
+            add(step);
+        }
         for (name, start, args, aw, tr, close) in raw.into_iter().rev() {
-            let args = self.args(args.into_iter(), &mut deferred);
+            let args = match args {
+                Some(args) => self.args(args.each(), &mut deferred),
+                None => Small::Empty,
+            };
             let sp = self.lines.sp(start, close);
-            steps.push(Step {
+            add(Step {
                 name,
-                args: args.into(),
+                args,
                 awaited: aw,
                 tried: tr,
                 sp,
             });
         }
-        call.steps = steps.into();
+        call.steps = match single {
+            Some(step) => Small::One(step),
+            None => steps.into(),
+        };
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
@@ -652,10 +687,10 @@ impl Lw<'_, '_> {
         &mut self,
         it: impl Iterator<Item = &'e Expr>,
         deferred: &mut Vec<&'e Expr>,
-    ) -> Vec<Arg> {
-        let mut out = Vec::new();
+    ) -> Small<Arg> {
+        let mut out = Small::Empty;
         for a in it {
-            let mut arg = arg_info(a);
+            let mut arg = arg_info(a, &mut self.scratch);
             if arg.closure {
                 deferred.push(a);
             } else {
@@ -914,9 +949,9 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     match e {
         Expr::MethodCall(m) => {
             paths(&m.receiver, out, d);
-            m.args.iter().for_each(|a| paths(a, out, d));
+            m.args.each().for_each(|a| paths(a, out, d));
         }
-        Expr::Call(c) => c.args.iter().for_each(|a| paths(a, out, d)),
+        Expr::Call(c) => c.args.each().for_each(|a| paths(a, out, d)),
         Expr::Await(a) => paths(&a.base, out, d),
         Expr::Try(t) => paths(&t.expr, out, d),
         Expr::Binary(b) => {
@@ -934,9 +969,9 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
             paths(&i.index, out, d);
         }
         Expr::Let(l) => paths(&l.expr, out, d),
-        Expr::Tuple(t) => t.elems.iter().for_each(|a| paths(a, out, d)),
-        Expr::Array(t) => t.elems.iter().for_each(|a| paths(a, out, d)),
-        Expr::Struct(s) => s.fields.iter().for_each(|f| paths(&f.expr, out, d)),
+        Expr::Tuple(t) => t.elems.each().for_each(|a| paths(a, out, d)),
+        Expr::Array(t) => t.elems.each().for_each(|a| paths(a, out, d)),
+        Expr::Struct(s) => s.fields.each().for_each(|f| paths(&f.expr, out, d)),
         Expr::Closure(c) => paths(&c.body, out, d),
         Expr::Block(b) => block_paths(&b.block, out, d),
         Expr::Async(b) => block_paths(&b.block, out, d),
@@ -1015,9 +1050,9 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         }
         Expr::MethodCall(m) => {
             strings(&m.receiver, out, d);
-            m.args.iter().for_each(|a| strings(a, out, d));
+            m.args.each().for_each(|a| strings(a, out, d));
         }
-        Expr::Call(c) => c.args.iter().for_each(|a| strings(a, out, d)),
+        Expr::Call(c) => c.args.each().for_each(|a| strings(a, out, d)),
         Expr::Reference(r) => strings(&r.expr, out, d),
         Expr::Paren(p) => strings(&p.expr, out, d),
         Expr::Group(g) => strings(&g.expr, out, d),
@@ -1027,8 +1062,8 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
             strings(&b.left, out, d);
             strings(&b.right, out, d);
         }
-        Expr::Array(a) => a.elems.iter().for_each(|x| strings(x, out, d)),
-        Expr::Tuple(a) => a.elems.iter().for_each(|x| strings(x, out, d)),
+        Expr::Array(a) => a.elems.each().for_each(|x| strings(x, out, d)),
+        Expr::Tuple(a) => a.elems.each().for_each(|x| strings(x, out, d)),
         _ => {}
     }
 }
@@ -1042,11 +1077,11 @@ fn struct_lit(e: &Expr) -> Option<StructLit> {
                 .last()
                 .map(|x| Name::display(&x.ident))
                 .unwrap_or_default(),
-            fields: s.fields.iter().map(|f| member(&f.member)).collect(),
+            fields: s.fields.each().map(|f| member(&f.member)).collect(),
         }),
-        Expr::Call(c) => c.args.iter().find_map(struct_lit),
+        Expr::Call(c) => c.args.each().find_map(struct_lit),
         Expr::MethodCall(m) => {
-            struct_lit(&m.receiver).or_else(|| m.args.iter().find_map(struct_lit))
+            struct_lit(&m.receiver).or_else(|| m.args.each().find_map(struct_lit))
         }
         Expr::Reference(r) => struct_lit(&r.expr),
         Expr::Paren(p) => struct_lit(&p.expr),
@@ -1056,11 +1091,12 @@ fn struct_lit(e: &Expr) -> Option<StructLit> {
     }
 }
 
-fn arg_info(e: &Expr) -> Arg {
+/// What the classifier needs to know about one argument. `scratch` is an empty buffer lent by
+/// the caller (and left empty), so the usual one-place argument allocates nothing.
+fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
     let mut a = Arg::default();
-    let mut read = Vec::new();
-    paths(e, &mut read, 0);
-    a.paths = read.into();
+    paths(e, scratch, 0);
+    a.paths = scratch.drain(..).collect();
     let mut x = ArgExtra::default();
     let mut strs = Vec::new();
     strings(e, &mut strs, 0);
@@ -1093,12 +1129,12 @@ fn is_deferred(e: &Expr) -> bool {
         Expr::Closure(_) | Expr::Async(_) => true,
         Expr::Call(c) => c
             .args
-            .iter()
+            .each()
             .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_))),
         Expr::MethodCall(m) => {
             matches!(&*m.receiver, Expr::Async(_) | Expr::Closure(_))
                 || m.args
-                    .iter()
+                    .each()
                     .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_)))
         }
         _ => false,
@@ -1113,7 +1149,7 @@ fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
     let d = depth + 1;
     match e {
         Expr::MethodCall(m) => {
-            let name = m.method.to_string();
+            let name = Name::display(&m.method);
             if matches!(
                 name.as_str(),
                 "eq" | "ne"
@@ -1134,7 +1170,7 @@ fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                 a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
             }
             arg_scan(&m.receiver, a, d);
-            m.args.iter().for_each(|x| arg_scan(x, a, d));
+            m.args.each().for_each(|x| arg_scan(x, a, d));
         }
         Expr::Call(c) => {
             if let Expr::Path(p) = &*c.func {
@@ -1148,7 +1184,7 @@ fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                     a.calls.push(Name::join(&s, "::"));
                 }
             }
-            c.args.iter().for_each(|x| arg_scan(x, a, d));
+            c.args.each().for_each(|x| arg_scan(x, a, d));
         }
         Expr::Reference(r) => arg_scan(&r.expr, a, d),
         Expr::Paren(p) => arg_scan(&p.expr, a, d),
@@ -1157,7 +1193,7 @@ fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             arg_scan(&b.left, a, d);
             arg_scan(&b.right, a, d);
         }
-        Expr::Struct(s) => s.fields.iter().for_each(|f| arg_scan(&f.expr, a, d)),
+        Expr::Struct(s) => s.fields.each().for_each(|f| arg_scan(&f.expr, a, d)),
         _ => {}
     }
 }
@@ -1189,7 +1225,7 @@ pub(super) fn expr_diverges(e: &Expr) -> bool {
 }
 
 fn macro_diverges(m: &syn::Macro) -> bool {
-    m.path.segments.last().is_some_and(|s| {
+    m.path.segments.last_item().is_some_and(|s| {
         matches!(
             Name::display(&s.ident).as_str(),
             "bail" | "panic" | "unreachable" | "todo" | "unimplemented"
@@ -1282,16 +1318,17 @@ fn holds_sql_text(e: &Expr) -> bool {
         Expr::Try(t) => holds_sql_text(&t.expr),
         Expr::Await(a) => holds_sql_text(&a.base),
         Expr::MethodCall(m) => {
+            let name = Name::display(&m.method);
             matches!(
-                m.method.to_string().as_str(),
+                name.as_str(),
                 "prepare" | "prepare_cached" | "prepare_typed"
             ) || matches!(
-                m.method.to_string().as_str(),
+                name.as_str(),
                 "to_string" | "to_owned" | "into" | "as_str" | "replace"
             ) && holds_sql_text(&m.receiver)
         }
         Expr::Call(c) => {
-            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "from" || s.ident == "AssertSqlSafe"))
+            matches!(&*c.func, Expr::Path(p) if p.path.segments.last_item().is_some_and(|s| s.ident == "from" || s.ident == "AssertSqlSafe"))
         }
         _ => false,
     }

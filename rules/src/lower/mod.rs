@@ -15,6 +15,31 @@ use syn::{Attribute, FnArg, ImplItem, Item, Pat, Signature, TraitItem, UseTree};
 
 pub use types::type_ref;
 
+/// Allocation-free walks of a `syn::punctuated::Punctuated`. Its own `iter`, `first` and `last`
+/// (and `for x in &list`) box a trait object on every call, and lowering walks a path or an
+/// argument list at nearly every expression: those boxes were the largest share of its
+/// temporary allocations. These go through `pairs`, which allocates nothing.
+pub(crate) trait Seq<T> {
+    fn each<'a>(&'a self) -> impl DoubleEndedIterator<Item = &'a T> + ExactSizeIterator
+    where
+        T: 'a;
+    fn first_item(&self) -> Option<&T> {
+        self.each().next()
+    }
+    fn last_item(&self) -> Option<&T> {
+        self.each().next_back()
+    }
+}
+
+impl<T, P> Seq<T> for syn::punctuated::Punctuated<T, P> {
+    fn each<'a>(&'a self) -> impl DoubleEndedIterator<Item = &'a T> + ExactSizeIterator
+    where
+        T: 'a,
+    {
+        self.pairs().map(syn::punctuated::Pair::into_value)
+    }
+}
+
 /// Lowers a parsed file.
 pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>, knowledge: &crate::Knowledge) -> FileIr {
     let mut out = FileIr::default();
@@ -82,7 +107,7 @@ impl ItemCx<'_, '_> {
                 let trait_name = imp
                     .trait_
                     .as_ref()
-                    .and_then(|(p, _)| p.segments.last())
+                    .and_then(|(p, _)| p.segments.last_item())
                     .map(|s| Name::display(&s.ident));
                 if let (Some(t), Some(ty)) = (&trait_name, &self_ty) {
                     self.out.facts.trait_impls.push((t.clone(), ty.clone()));
@@ -215,7 +240,7 @@ impl ItemCx<'_, '_> {
             }
             UseTree::Glob(_) => {}
             UseTree::Group(g) => {
-                for t in &g.items {
+                for t in g.items.each() {
                     self.use_tree(t, prefix);
                 }
             }
@@ -234,7 +259,7 @@ impl ItemCx<'_, '_> {
 
         let mut params = Vec::new();
         let mut mut_self = false;
-        for input in &sig.inputs {
+        for input in sig.inputs.each() {
             match input {
                 FnArg::Receiver(r) => {
                     mut_self = r.mutability.is_some()
@@ -247,8 +272,13 @@ impl ItemCx<'_, '_> {
                     let ty = type_ref(&pt.ty);
                     let mut names = Vec::new();
                     pat_names(&pt.pat, &mut names);
+                    // The last name takes the type; only the others need a copy.
+                    let last = names.pop();
                     for n in names {
                         params.push((n, ty.clone()));
+                    }
+                    if let Some(n) = last {
+                        params.push((n, ty));
                     }
                 }
             }
@@ -291,7 +321,7 @@ impl ItemCx<'_, '_> {
 /// throw-away state, so its reads and writes race with nothing.
 fn is_test(attrs: &[Attribute]) -> bool {
     attrs.iter().any(|a| {
-        let Some(last) = a.path().segments.last() else {
+        let Some(last) = a.path().segments.last_item() else {
             return false;
         };
         if last.ident == "cfg" {
@@ -308,7 +338,7 @@ fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Name>) {
     let mut idempotent = false;
     let mut key = None;
     for a in attrs {
-        let Some(last) = a.path().segments.last() else {
+        let Some(last) = a.path().segments.last_item() else {
             continue;
         };
         let tokens = match &a.meta {
@@ -367,12 +397,12 @@ pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<Name>) {
         }
         Pat::Reference(r) => pat_names(&r.pat, out),
         Pat::Type(t) => pat_names(&t.pat, out),
-        Pat::Tuple(t) => t.elems.iter().for_each(|p| pat_names(p, out)),
-        Pat::TupleStruct(t) => t.elems.iter().for_each(|p| pat_names(p, out)),
-        Pat::Struct(s) => s.fields.iter().for_each(|f| pat_names(&f.pat, out)),
-        Pat::Slice(s) => s.elems.iter().for_each(|p| pat_names(p, out)),
+        Pat::Tuple(t) => t.elems.each().for_each(|p| pat_names(p, out)),
+        Pat::TupleStruct(t) => t.elems.each().for_each(|p| pat_names(p, out)),
+        Pat::Struct(s) => s.fields.each().for_each(|f| pat_names(&f.pat, out)),
+        Pat::Slice(s) => s.elems.each().for_each(|p| pat_names(p, out)),
         Pat::Or(o) => {
-            if let Some(p) = o.cases.first() {
+            if let Some(p) = o.cases.first_item() {
                 pat_names(p, out)
             }
         }

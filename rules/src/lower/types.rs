@@ -1,5 +1,6 @@
 //! Types as written, flattened into [`TypeRef`]s for receiver classification.
 
+use super::Seq;
 use crate::ir::TypeRef;
 use crate::name::Name;
 use syn::{GenericArgument, PathArguments, Type, TypeParamBound};
@@ -14,7 +15,7 @@ pub fn type_ref(ty: &Type) -> TypeRef {
 /// The name of an impl's self type (`Service` for `impl<T> Service<T>`).
 pub fn type_name(ty: &Type) -> Option<Name> {
     match ty {
-        Type::Path(p) => p.path.segments.last().map(|s| Name::display(&s.ident)),
+        Type::Path(p) => p.path.segments.last_item().map(|s| Name::display(&s.ident)),
         Type::Reference(r) => type_name(&r.elem),
         Type::Paren(p) => type_name(&p.elem),
         Type::Group(g) => type_name(&g.elem),
@@ -23,14 +24,22 @@ pub fn type_name(ty: &Type) -> Option<Name> {
 }
 
 fn path_string(path: &syn::Path) -> Name {
-    let mut s = String::new();
-    for (i, seg) in path.segments.iter().enumerate() {
-        if i > 0 {
-            s.push_str("::");
+    Name::display(&PathText(path))
+}
+
+/// A path's segments joined with `::`, written straight into a [`Name`].
+struct PathText<'a>(&'a syn::Path);
+
+impl std::fmt::Display for PathText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, seg) in self.0.segments.each().enumerate() {
+            if i > 0 {
+                f.write_str("::")?;
+            }
+            std::fmt::Display::fmt(&seg.ident, f)?;
         }
-        s.push_str(&Name::display(&seg.ident));
+        Ok(())
     }
-    Name::from(s)
 }
 
 fn walk(ty: &Type, out: &mut Vec<Name>, depth: u32) {
@@ -43,9 +52,9 @@ fn walk(ty: &Type, out: &mut Vec<Name>, depth: u32) {
                 walk(&q.ty, out, depth + 1);
             }
             out.push(path_string(&p.path));
-            for seg in &p.path.segments {
+            for seg in p.path.segments.each() {
                 if let PathArguments::AngleBracketed(a) = &seg.arguments {
-                    for arg in &a.args {
+                    for arg in a.args.each() {
                         if let GenericArgument::Type(t) = arg {
                             walk(t, out, depth + 1);
                         }
@@ -59,9 +68,9 @@ fn walk(ty: &Type, out: &mut Vec<Name>, depth: u32) {
         Type::Group(g) => walk(&g.elem, out, depth + 1),
         Type::Slice(s) => walk(&s.elem, out, depth + 1),
         Type::Array(s) => walk(&s.elem, out, depth + 1),
-        Type::Tuple(t) => t.elems.iter().for_each(|e| walk(e, out, depth + 1)),
-        Type::TraitObject(t) => bounds(t.bounds.iter(), "dyn ", out, depth),
-        Type::ImplTrait(t) => bounds(t.bounds.iter(), "impl ", out, depth),
+        Type::Tuple(t) => t.elems.each().for_each(|e| walk(e, out, depth + 1)),
+        Type::TraitObject(t) => bounds(t.bounds.each(), "dyn ", out, depth),
+        Type::ImplTrait(t) => bounds(t.bounds.each(), "impl ", out, depth),
         _ => {}
     }
 }
@@ -78,9 +87,9 @@ fn bounds<'a>(
                 "{prefix}{}",
                 path_string(&t.path)
             )));
-            for seg in &t.path.segments {
+            for seg in t.path.segments.each() {
                 if let PathArguments::AngleBracketed(a) = &seg.arguments {
-                    for arg in &a.args {
+                    for arg in a.args.each() {
                         if let GenericArgument::Type(t) = arg {
                             walk(t, out, depth + 1);
                         }
