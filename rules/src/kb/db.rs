@@ -100,7 +100,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                     "rolls back"
                 },
             );
-            e.on = Some(Name::from(recv_local));
+            e.on = Some(recv_local);
             return Some(e);
         }
     }
