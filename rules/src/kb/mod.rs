@@ -203,16 +203,6 @@ pub(crate) struct Cx<'a> {
     pub local_modules: FxHashMap<Name, Name>,
 }
 
-/// Whether `needle` occurs in `hay`: a plain scan, for the short texts of type and path names, where
-/// setting up std's two-way searcher cost more than the search (it was a tenth of the check).
-pub(crate) fn has(hay: &str, needle: &str) -> bool {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    let Some((&first, _)) = n.split_first() else {
-        return true;
-    };
-    h.len() >= n.len() && (0..=h.len() - n.len()).any(|i| h[i] == first && h[i..].starts_with(n))
-}
-
 /// Classifies every call event of a body.
 pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Body) -> BodyEffects {
     let mut cx = Cx {
@@ -476,25 +466,25 @@ impl Cx<'_> {
         let resolved = self.facts.resolve_parts(self.file, &call.func);
         let lower = resolved.to_ascii_lowercase();
         let head = call.head();
-        if has(&lower, "channel")
-            && (has(&lower, "mpsc")
-                || has(&lower, "broadcast")
-                || has(&lower, "flume")
+        if lower.contains("channel")
+            && (lower.contains("mpsc")
+                || lower.contains("broadcast")
+                || lower.contains("flume")
                 || lower.starts_with("channel"))
             || lower.ends_with("unbounded_channel")
         {
             return Some(Class::Channel);
         }
-        if has(&lower, "delayqueue") {
+        if lower.contains("delayqueue") {
             return Some(Class::DelayQueue);
         }
-        if has(&lower, "reqwest") || has(&lower, "hyper") {
+        if lower.contains("reqwest") || lower.contains("hyper") {
             return Some(Class::Http);
         }
-        if has(&lower, "redis") {
+        if lower.contains("redis") {
             return Some(Class::Redis);
         }
-        if has(&lower, "aws_sdk") {
+        if lower.contains("aws_sdk") {
             return Some(Class::Aws);
         }
         if call.has_step("get_multiplexed_async_connection")

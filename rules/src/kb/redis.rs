@@ -1,7 +1,6 @@
 //! Redis: `redis::cmd("SET").arg(..).arg("NX")`, pipelines, Lua scripts and the `AsyncCommands`
 //! methods (`get`, `del`, `set_nx`, `getdel`, ..).
 
-use super::has;
 use super::names::is_token_name;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
@@ -9,7 +8,7 @@ use crate::name::Name;
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
     // Lua scripts are atomic.
-    if has(resolved, "Script")
+    if resolved.contains("Script")
         && call
             .steps
             .iter()
@@ -23,7 +22,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
     // `redis::cmd("SET").arg(key)..query_async(&mut con)` and `redis::pipe()`.
     if matches!(call.func_last(), "cmd" | "pipe")
-        && (call.func.len() == 1 || has(resolved, "redis"))
+        && (call.func.len() == 1 || resolved.contains("redis"))
     {
         let mut cmds: Vec<(String, usize)> = Vec::new();
         let mut flags: Vec<String> = Vec::new();

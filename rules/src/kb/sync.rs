@@ -1,7 +1,6 @@
 //! Locks (tokio::sync, std::sync, parking_lot, per-key lock maps), guarded in-memory state,
 //! task spawning, sleeps and delayed work (`tokio::time`, `DelayQueue`, job queues).
 
-use super::has;
 use super::{Class, Cx, Eff, K};
 use crate::ir::Call;
 use crate::name::Name;
@@ -120,11 +119,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     // Spawned tasks.
     if matches!(flast, "spawn" | "spawn_local" | "spawn_blocking")
         && (call.func.len() == 1
-            || has(resolved, "tokio")
-            || has(resolved, "task")
-            || has(resolved, "thread")
-            || has(resolved, "rt")
-            || has(resolved, "async_std"))
+            || resolved.contains("tokio")
+            || resolved.contains("task")
+            || resolved.contains("thread")
+            || resolved.contains("rt")
+            || resolved.contains("async_std"))
         && call.steps.len() <= 2
     {
         return Some(Eff::new(K::Spawn, "spawns a task"));
@@ -142,9 +141,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     // Sleeps and timers.
     if matches!(flast, "sleep" | "sleep_until" | "delay_for" | "delay_until")
         && (call.func.len() == 1
-            || has(resolved, "time")
-            || has(resolved, "tokio")
-            || has(resolved, "thread"))
+            || resolved.contains("time")
+            || resolved.contains("tokio")
+            || resolved.contains("thread"))
     {
         return Some(Eff::new(K::Sleep, "sleeps"));
     }

@@ -1,6 +1,5 @@
 //! What a receiver is, from its declared type (fields, params, `let x: T`) or how it was made.
 
-use super::has;
 use crate::facts::Facts;
 use crate::ir::TypeRef;
 use crate::name::Name;
@@ -145,30 +144,30 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
 fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Facts) -> Class {
     let lower = full.to_ascii_lowercase();
     let name = Name::new(last(bare));
-    let rest_has = |w: &str| has(rest, w);
+    let rest_has = |w: &str| rest.contains(w);
 
-    if has(&lower, "delayqueue") || rest_has("delayqueue") {
+    if lower.contains("delayqueue") || rest_has("delayqueue") {
         return Class::DelayQueue;
     }
-    if has(&lower, "mutex") {
+    if lower.contains("mutex") {
         return Class::Mutex;
     }
-    if has(&lower, "rwlock") {
+    if lower.contains("rwlock") {
         return Class::RwLock;
     }
-    if has(&lower, "delayqueue") {
+    if lower.contains("delayqueue") {
         return Class::DelayQueue;
     }
-    if (has(&lower, "dashmap") || has(&lower, "dashset") || has(&lower, "scc::"))
+    if (lower.contains("dashmap") || lower.contains("dashset") || lower.contains("scc::"))
         && !rest_has("mutex")
         && !rest_has("rwlock")
     {
         return Class::ConcurrentMap;
     }
-    if has(&lower, "lockmanager")
-        || has(&lower, "redlock")
-        || has(&lower, "rslock")
-        || has(&lower, "distributedlock")
+    if lower.contains("lockmanager")
+        || lower.contains("redlock")
+        || lower.contains("rslock")
+        || lower.contains("distributedlock")
     {
         return Class::DistLock;
     }
@@ -176,7 +175,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
     ]
     .iter()
-    .any(|w| has(&lower, w))
+    .any(|w| lower.contains(w))
     {
         return if rest_has("mutex") || rest_has("rwlock") {
             Class::LockMap
@@ -201,7 +200,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "kanal",
     ]
     .iter()
-    .any(|w| has(&lower, w))
+    .any(|w| lower.contains(w))
         || matches!(
             name.as_str(),
             "Sender" | "UnboundedSender" | "SyncSender" | "Receiver" | "UnboundedReceiver"
@@ -209,35 +208,35 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     {
         return Class::Channel;
     }
-    if has(&lower, "guard") {
+    if lower.contains("guard") {
         return Class::Guard;
     }
-    if has(&lower, "transaction") || name == "Tx" {
+    if lower.contains("transaction") || name == "Tx" {
         return Class::DbTx;
     }
-    if has(&lower, "redis")
+    if lower.contains("redis")
         || matches!(name.as_str(), "MultiplexedConnection" | "ConnectionManager")
     {
         return Class::Redis;
     }
-    if has(&lower, "aws_sdk") {
+    if lower.contains("aws_sdk") {
         return Class::Aws;
     }
-    if has(&lower, "reqwest")
-        || has(&lower, "hyper")
+    if lower.contains("reqwest")
+        || lower.contains("hyper")
         || matches!(name.as_str(), "HttpClient" | "SendRequest")
     {
         return Class::Http;
     }
-    if has(&lower, "lapin")
-        || has(&lower, "rdkafka")
-        || has(&lower, "async_nats")
+    if lower.contains("lapin")
+        || lower.contains("rdkafka")
+        || lower.contains("async_nats")
         || name.ends_with("Producer")
     {
         return Class::Broker;
     }
-    if has(&lower, "tonic")
-        || (name.ends_with("Client") && (has(&lower, "_client::") || rest_has("channel")))
+    if lower.contains("tonic")
+        || (name.ends_with("Client") && (lower.contains("_client::") || rest_has("channel")))
     {
         return Class::Grpc;
     }
@@ -260,7 +259,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "pooledconnection",
     ]
     .iter()
-    .any(|w| has(&lower, w))
+    .any(|w| lower.contains(w))
         || matches!(
             name.as_str(),
             "PgPool"
@@ -285,36 +284,4 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         return Class::Trait(name);
     }
     Class::Unknown(name)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::kb::has;
-
-    #[test]
-    fn has_agrees_with_str_contains() {
-        let hays = [
-            "",
-            "a",
-            "mutex",
-            "tokio::sync::mutex",
-            "arc mutex ",
-            "dashmap",
-            "xxmutexx",
-        ];
-        let needles = [
-            "",
-            "a",
-            "mutex",
-            "x",
-            "dashmap",
-            "mutexx",
-            "tokio::sync::mutex!",
-        ];
-        for h in hays {
-            for n in needles {
-                assert_eq!(has(h, n), h.contains(n), "{h:?} {n:?}");
-            }
-        }
-    }
 }
