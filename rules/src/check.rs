@@ -2,8 +2,8 @@
 //! effects → rules → suppressions → sorted diagnostics.
 
 use crate::diagnostic::{Diagnostic, Level};
-use crate::facts::{BodyId, Facts};
-use crate::fxhash::{FxHashMap, FxHashSet};
+use crate::facts::{BodyId, Facts, PerBody};
+use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Ev};
 use crate::kb::{self, BodyEffects, Eff, K};
 use crate::par::par_map;
@@ -25,23 +25,21 @@ pub fn run(
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
     let facts = Facts::collect(&irs);
     let mut ids = Vec::new();
-    let mut by_id: FxHashMap<BodyId, &Body> = FxHashMap::default();
     for (fi, bs) in bodies.iter().enumerate() {
-        for (bi, b) in bs.iter().enumerate() {
-            let id = BodyId {
+        for bi in 0..bs.len() {
+            ids.push(BodyId {
                 file: fi as u32,
                 body: bi as u32,
-            };
-            ids.push(id);
-            by_id.insert(id, b);
+            });
         }
     }
+    let counts = || bodies.iter().map(|bs| bs.len());
+    let by_id: PerBody<&Body> =
+        PerBody::new(counts(), bodies.iter().flat_map(|bs| bs.iter()).collect());
     let classified = par_map(&ids, threads, |id| {
         kb::classify_body(&facts, knowledge, id.file, by_id[id])
     });
-    let mut effects: FxHashMap<BodyId, BodyEffects> =
-        FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
-    effects.extend(ids.iter().copied().zip(classified));
+    let mut effects: PerBody<BodyEffects> = PerBody::new(counts(), classified);
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);
     // The project's own transaction helpers: fns that hand a closure to a transaction.
     let tx_helpers: FxHashSet<BodyId> = ids

@@ -2,7 +2,7 @@
 //! struct field types, `use` aliases, consts holding SQL, trait implementations.
 
 use crate::fxhash::{FxHashMap, FxHashSet};
-use crate::ir::{FileIr, Name, TypeRef};
+use crate::ir::{Body, FileIr, Name, TypeRef};
 use crate::sql::SqlInfo;
 
 /// A body's global index: file index and body index in that file.
@@ -10,6 +10,77 @@ use crate::sql::SqlInfo;
 pub struct BodyId {
     pub file: u32,
     pub body: u32,
+}
+
+/// One value per body of the crate, indexed by [`BodyId`]. Bodies are numbered densely file by
+/// file, so a vector with per-file offsets does what a hash map keyed by `BodyId` did, without
+/// hashing and with the values in body order.
+#[derive(Debug)]
+pub struct PerBody<T> {
+    /// Index in `items` of each file's first body, then the total.
+    start: Vec<u32>,
+    items: Vec<T>,
+}
+
+impl<T> PerBody<T> {
+    /// `items` in body order (file by file), `counts` the number of bodies of each file.
+    pub fn new(counts: impl IntoIterator<Item = usize>, items: Vec<T>) -> PerBody<T> {
+        let mut start = vec![0u32];
+        for n in counts {
+            start.push(start[start.len() - 1] + n as u32);
+        }
+        assert_eq!(
+            start[start.len() - 1] as usize,
+            items.len(),
+            "one value per body"
+        );
+        PerBody { start, items }
+    }
+
+    /// `items` (in body order) laid out like `layout`.
+    pub fn new_like<U>(layout: &PerBody<U>, items: Vec<T>) -> PerBody<T> {
+        assert_eq!(items.len(), layout.items.len(), "one value per body");
+        PerBody {
+            start: layout.start.clone(),
+            items,
+        }
+    }
+
+    /// The same layout with `f` of each value.
+    pub fn map<U>(&self, f: impl FnMut(&T) -> U) -> PerBody<U> {
+        PerBody {
+            start: self.start.clone(),
+            items: self.items.iter().map(f).collect(),
+        }
+    }
+
+    fn index_of(&self, id: &BodyId) -> Option<usize> {
+        let file = id.file as usize;
+        let (first, end) = (*self.start.get(file)?, *self.start.get(file + 1)?);
+        let i = first as usize + id.body as usize;
+        (i < end as usize).then_some(i)
+    }
+
+    pub fn get(&self, id: &BodyId) -> Option<&T> {
+        self.index_of(id).map(|i| &self.items[i])
+    }
+
+    pub fn get_mut(&mut self, id: &BodyId) -> Option<&mut T> {
+        self.index_of(id).map(|i| &mut self.items[i])
+    }
+
+    /// The values in body order.
+    pub fn values(&self) -> &[T] {
+        &self.items
+    }
+}
+
+impl<T> std::ops::Index<&BodyId> for PerBody<T> {
+    type Output = T;
+
+    fn index(&self, id: &BodyId) -> &T {
+        self.get(id).expect("a body of the crate being checked")
+    }
 }
 
 /// Everything known about the crate (or workspace) being checked.
@@ -31,10 +102,13 @@ pub struct Facts<'a> {
     pub methods_named: FxHashMap<&'a str, Vec<BodyId>>,
     /// Methods taking `&mut self`.
     pub mut_self: FxHashSet<BodyId>,
-    /// Bodies by their impl's self type.
-    pub by_type: FxHashMap<&'a str, Vec<BodyId>>,
-    /// Bodies by the (last segment of the) types their non-`self` parameters mention.
-    pub taking: FxHashMap<&'a str, Vec<BodyId>>,
+    /// Bodies by their impl's self type, and by the (last segment of the) types their
+    /// non-`self` parameters mention: built on first use (see [`Facts::by_type`]).
+    /// (Keyed by owned names: a lifetime inside a `OnceLock` would make `Facts` invariant.)
+    by_type: std::sync::OnceLock<FxHashMap<Name, Vec<BodyId>>>,
+    taking: std::sync::OnceLock<FxHashMap<Name, Vec<BodyId>>>,
+    /// Every file's bodies, for the indexes built on first use.
+    bodies: Vec<&'a [Body]>,
     /// `type Alias = Target;` across the crate.
     pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: its `use` aliases, sorted by alias at lowering, borrowed.
@@ -55,6 +129,7 @@ impl<'a> Facts<'a> {
     /// threads.
     pub fn collect(files: &[&'a FileIr]) -> Facts<'a> {
         let mut f = Facts {
+            bodies: files.iter().map(|file| file.bodies.as_slice()).collect(),
             uses: files
                 .iter()
                 .map(|file| file.facts.uses.as_slice())
@@ -83,20 +158,6 @@ impl<'a> Facts<'a> {
                     file: fi as u32,
                     body: bi as u32,
                 };
-                if let Some(t) = &b.self_ty {
-                    f.by_type.entry(t.as_str()).or_default().push(id);
-                }
-                for (n, ty) in &b.params {
-                    if n != "self" {
-                        for x in ty {
-                            let last = x.rsplit(':').next().unwrap_or(x);
-                            let v = f.taking.entry(last).or_default();
-                            if v.last() != Some(&id) {
-                                v.push(id);
-                            }
-                        }
-                    }
-                }
                 match (&b.self_ty, &b.trait_name) {
                     (None, _) => f.free_fns.entry(b.ident.as_str()).or_default().push(id),
                     (Some(t), tr) => {
@@ -122,6 +183,56 @@ impl<'a> Facts<'a> {
             }
         }
         f
+    }
+
+    /// Bodies by their impl's self type. Only one rule asks, and rarely: built on first use
+    /// instead of on every check.
+    pub fn by_type(&self) -> &FxHashMap<Name, Vec<BodyId>> {
+        self.by_type.get_or_init(|| {
+            let mut map: FxHashMap<Name, Vec<BodyId>> = FxHashMap::default();
+            for (id, b) in self.all_bodies() {
+                if let Some(t) = &b.self_ty {
+                    map.entry(t.clone()).or_default().push(id);
+                }
+            }
+            map
+        })
+    }
+
+    /// Bodies by the (last segment of the) types their non-`self` parameters mention; built on
+    /// first use like [`Facts::by_type`].
+    pub fn taking(&self) -> &FxHashMap<Name, Vec<BodyId>> {
+        self.taking.get_or_init(|| {
+            let mut map: FxHashMap<Name, Vec<BodyId>> = FxHashMap::default();
+            for (id, b) in self.all_bodies() {
+                for (n, ty) in &b.params {
+                    if n != "self" {
+                        for x in ty {
+                            let last = x.rsplit(':').next().unwrap_or(x);
+                            let v = map.entry(Name::new(last)).or_default();
+                            if v.last() != Some(&id) {
+                                v.push(id);
+                            }
+                        }
+                    }
+                }
+            }
+            map
+        })
+    }
+
+    fn all_bodies(&self) -> impl Iterator<Item = (BodyId, &'a Body)> + '_ {
+        self.bodies.iter().enumerate().flat_map(|(fi, bodies)| {
+            bodies.iter().enumerate().map(move |(bi, b)| {
+                (
+                    BodyId {
+                        file: fi as u32,
+                        body: bi as u32,
+                    },
+                    b,
+                )
+            })
+        })
     }
 
     /// The type of `ty.field`, following struct facts.

@@ -2,8 +2,8 @@
 //! operations, locks and transactions it hands back), propagated along the call graph to a
 //! fixpoint, with the evidence chain kept for diagnostic notes.
 
-use crate::facts::{BodyId, Facts};
-use crate::fxhash::{FxHashMap, FxHashSet};
+use crate::facts::{BodyId, Facts, PerBody};
+use crate::fxhash::FxHashSet;
 use crate::ir::Body;
 use crate::kb::{BodyEffects, Eff, K};
 use crate::query;
@@ -105,10 +105,10 @@ fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
 pub fn summarize(
     facts: &Facts,
     ids: &[BodyId],
-    bodies: &FxHashMap<BodyId, &Body>,
-    effects: &FxHashMap<BodyId, BodyEffects>,
+    bodies: &PerBody<&Body>,
+    effects: &PerBody<BodyEffects>,
     threads: usize,
-) -> FxHashMap<BodyId, Summary> {
+) -> PerBody<Summary> {
     let direct = crate::par::par_map(ids, threads, |id: &BodyId| {
         let body = bodies[id];
         let fx = &effects[id];
@@ -138,21 +138,23 @@ pub fn summarize(
         }
         (s, out)
     });
-    let mut sums: FxHashMap<BodyId, Summary> =
-        FxHashMap::with_capacity_and_hasher(ids.len(), Default::default());
-    let mut edges: FxHashMap<BodyId, Vec<(u32, BodyId)>> = FxHashMap::default();
-    let mut callers: FxHashMap<BodyId, Vec<BodyId>> = FxHashMap::default();
-    for (id, (s, out)) in ids.iter().zip(direct) {
-        sums.insert(*id, s);
-        for &(_, c) in &out {
-            callers.entry(c).or_default().push(*id);
-        }
-        if !out.is_empty() {
-            edges.insert(*id, out);
+    let (direct_sums, out_edges): (Vec<Summary>, Vec<Vec<(u32, BodyId)>>) =
+        direct.into_iter().unzip();
+    let mut sums = PerBody::new_like(bodies, direct_sums);
+    let mut callers: PerBody<Vec<BodyId>> = bodies.map(|_| Vec::new());
+    for (id, out) in ids.iter().zip(&out_edges) {
+        for &(_, c) in out {
+            if let Some(v) = callers.get_mut(&c) {
+                v.push(*id);
+            }
         }
     }
-    let mut work: Vec<BodyId> = edges.keys().copied().collect();
-    work.sort();
+    let edges = PerBody::new_like(bodies, out_edges);
+    let mut work: Vec<BodyId> = ids
+        .iter()
+        .copied()
+        .filter(|id| edges.get(id).is_some_and(|e| !e.is_empty()))
+        .collect();
     let mut queued: FxHashSet<BodyId> = work.iter().copied().collect();
     let mut steps = 0usize;
     let limit = ids.len().saturating_mul(16).max(1024);

@@ -1,14 +1,13 @@
 //! The rules, one file each. A rule is a declaration (name, level, summary, doc) and a `check`
 //! function over one body's trace, effects and live state; it pushes diagnostics into a sink.
 
-use crate::fxhash::FxHashMap;
 pub mod check_before_lock;
 pub mod rpc_in_transaction;
 pub mod timeout_without_operation_id;
 pub mod token_deleted_before_effect;
 
 use crate::diagnostic::{Diagnostic, Label, Level, Position, Span};
-use crate::facts::{BodyId, Facts};
+use crate::facts::{BodyId, Facts, PerBody};
 use crate::ir::{Body, Sp};
 use crate::kb::{BodyEffects, Eff, K};
 use crate::parse::Lines;
@@ -52,8 +51,8 @@ pub struct CrateCx<'a> {
     pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
     pub facts: &'a Facts<'a>,
-    pub effects: &'a FxHashMap<BodyId, BodyEffects>,
-    pub summaries: &'a FxHashMap<BodyId, Summary>,
+    pub effects: &'a PerBody<BodyEffects>,
+    pub summaries: &'a PerBody<Summary>,
 }
 
 impl CrateCx<'_> {

@@ -274,12 +274,19 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
     let facts = cx.krate.facts;
     if let Some(t) = &payload.ty {
         // Job handlers: methods of the payload type, or fns taking it.
-        for id in facts.by_type.get(t.as_str()).into_iter().flatten() {
+        for id in facts.by_type().get(t.as_str()).into_iter().flatten() {
             if cx.krate.body(*id).params.iter().any(|(n, _)| n == "self") {
                 handlers.push(*id);
             }
         }
-        handlers.extend(facts.taking.get(t.as_str()).into_iter().flatten().copied());
+        handlers.extend(
+            facts
+                .taking()
+                .get(t.as_str())
+                .into_iter()
+                .flatten()
+                .copied(),
+        );
         handlers.sort();
         handlers.dedup();
     }
@@ -289,7 +296,9 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagno
         // A `DelayQueue` consumer: a fn of the same type (or this fn) polling the same queue.
         let parts: Vec<&str> = queue.split('.').collect();
         let owners: Vec<BodyId> = match (parts.first(), &cx.body.self_ty) {
-            (Some(&"self"), Some(t)) => facts.by_type.get(t.as_str()).cloned().unwrap_or_default(),
+            (Some(&"self"), Some(t)) => {
+                facts.by_type().get(t.as_str()).cloned().unwrap_or_default()
+            }
             _ => vec![cx.id],
         };
         for id in owners {
