@@ -246,7 +246,9 @@ impl<'a> Facts<'a> {
 
     /// Resolves the first segment of a path through the file's `use` aliases.
     pub fn resolve(&self, file: u32, path: &str) -> Name {
-        let (head, rest) = match path.find("::") {
+        // The first `:` starts the first `::` (paths hold no single colons); a char search
+        // needs no substring searcher.
+        let (head, rest) = match path.find(':') {
             Some(i) => (&path[..i], &path[i..]),
             None => (path, ""),
         };

@@ -13,7 +13,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         return None;
     }
     // Blocking HTTP crates: `ureq::post(url).call()`, `reqwest::blocking::get(url)`.
-    let krate = resolved.split("::").next().unwrap_or("");
+    // (A char pattern: paths hold no single colons, and it needs no searcher.)
+    let krate = resolved.split(':').next().unwrap_or("");
     if matches!(krate, "ureq" | "minreq" | "attohttpc")
         && call.steps.iter().skip(1).any(|s| {
             matches!(

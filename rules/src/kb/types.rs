@@ -1,5 +1,6 @@
 //! What a receiver is, from its declared type (fields, params, `let x: T`) or how it was made.
 
+use super::has;
 use crate::facts::Facts;
 use crate::ir::TypeRef;
 use crate::name::Name;
@@ -144,30 +145,30 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
 fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Facts) -> Class {
     let lower = full.to_ascii_lowercase();
     let name = Name::new(last(bare));
-    let rest_has = |w: &str| rest.contains(w);
+    let rest_has = |w: &str| has(rest, w);
 
-    if lower.contains("delayqueue") || rest_has("delayqueue") {
+    if has(&lower, "delayqueue") || rest_has("delayqueue") {
         return Class::DelayQueue;
     }
-    if lower.contains("mutex") {
+    if has(&lower, "mutex") {
         return Class::Mutex;
     }
-    if lower.contains("rwlock") {
+    if has(&lower, "rwlock") {
         return Class::RwLock;
     }
-    if lower.contains("delayqueue") {
+    if has(&lower, "delayqueue") {
         return Class::DelayQueue;
     }
-    if (lower.contains("dashmap") || lower.contains("dashset") || lower.contains("scc::"))
+    if (has(&lower, "dashmap") || has(&lower, "dashset") || has(&lower, "scc::"))
         && !rest_has("mutex")
         && !rest_has("rwlock")
     {
         return Class::ConcurrentMap;
     }
-    if lower.contains("lockmanager")
-        || lower.contains("redlock")
-        || lower.contains("rslock")
-        || lower.contains("distributedlock")
+    if has(&lower, "lockmanager")
+        || has(&lower, "redlock")
+        || has(&lower, "rslock")
+        || has(&lower, "distributedlock")
     {
         return Class::DistLock;
     }
@@ -175,7 +176,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
     ]
     .iter()
-    .any(|w| lower.contains(w))
+    .any(|w| has(&lower, w))
     {
         return if rest_has("mutex") || rest_has("rwlock") {
             Class::LockMap
@@ -200,7 +201,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "kanal",
     ]
     .iter()
-    .any(|w| lower.contains(w))
+    .any(|w| has(&lower, w))
         || matches!(
             name.as_str(),
             "Sender" | "UnboundedSender" | "SyncSender" | "Receiver" | "UnboundedReceiver"
@@ -208,35 +209,35 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     {
         return Class::Channel;
     }
-    if lower.contains("guard") {
+    if has(&lower, "guard") {
         return Class::Guard;
     }
-    if lower.contains("transaction") || name == "Tx" {
+    if has(&lower, "transaction") || name == "Tx" {
         return Class::DbTx;
     }
-    if lower.contains("redis")
+    if has(&lower, "redis")
         || matches!(name.as_str(), "MultiplexedConnection" | "ConnectionManager")
     {
         return Class::Redis;
     }
-    if lower.contains("aws_sdk") {
+    if has(&lower, "aws_sdk") {
         return Class::Aws;
     }
-    if lower.contains("reqwest")
-        || lower.contains("hyper")
+    if has(&lower, "reqwest")
+        || has(&lower, "hyper")
         || matches!(name.as_str(), "HttpClient" | "SendRequest")
     {
         return Class::Http;
     }
-    if lower.contains("lapin")
-        || lower.contains("rdkafka")
-        || lower.contains("async_nats")
+    if has(&lower, "lapin")
+        || has(&lower, "rdkafka")
+        || has(&lower, "async_nats")
         || name.ends_with("Producer")
     {
         return Class::Broker;
     }
-    if lower.contains("tonic")
-        || (name.ends_with("Client") && (lower.contains("_client::") || rest_has("channel")))
+    if has(&lower, "tonic")
+        || (name.ends_with("Client") && (has(&lower, "_client::") || rest_has("channel")))
     {
         return Class::Grpc;
     }
@@ -259,7 +260,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         "pooledconnection",
     ]
     .iter()
-    .any(|w| lower.contains(w))
+    .any(|w| has(&lower, w))
         || matches!(
             name.as_str(),
             "PgPool"
@@ -284,4 +285,30 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         return Class::Trait(name);
     }
     Class::Unknown(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kb::has;
+
+    #[test]
+    fn has_agrees_with_str_contains() {
+        let long = "alloc::sync::arc tokio::sync::mutex hashmap";
+        let hays = ["", "a", "mutex", "tokio::sync::mutex", "xxmutexx", long];
+        let needles = [
+            "",
+            "a",
+            "mutex",
+            "x",
+            "dashmap",
+            "mutexx",
+            "hashmap",
+            "tokio::sync::mutex!",
+        ];
+        for h in hays {
+            for n in needles {
+                assert_eq!(has(h, n), h.contains(n), "{h:?} {n:?}");
+            }
+        }
+    }
 }
