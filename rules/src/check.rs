@@ -39,6 +39,7 @@ pub fn run(
     let classified = par_map(&ids, threads, |id| {
         kb::classify_body(&facts, knowledge, id.file, by_id[id])
     });
+    facts.release_memos();
     let mut effects: PerBody<BodyEffects> = PerBody::new(counts(), classified);
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);
     // The project's own transaction helpers: fns that hand a closure to a transaction.
