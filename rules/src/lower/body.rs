@@ -16,10 +16,8 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{BinOp, Block, Expr, Member, Pat, Stmt};
 
-/// One step of a call chain as collected, outermost first: name, name span, arguments,
-/// awaited, tried, closing span.
-/// A method (or `.field`) step found walking a chain down to its root: name, start, its
-/// argument list (none for a field), awaited, tried, end.
+/// One step of a call chain as collected, outermost first: name, name span, argument list
+/// (none for a `.field` step), awaited, tried, closing span.
 type RawStep<'a> = (
     Name,
     Span,
@@ -615,38 +613,28 @@ impl Lw<'_, '_> {
                 }
             }
         }
-        // Sized exactly, and no vector at all for a one-step call (most calls).
-        let n = raw.len() + usize::from(root_step.is_some());
-        let mut steps: Vec<Step> = Vec::with_capacity(if n > 1 { n } else { 0 });
-        let mut single = None;
-        let mut add = |step: Step| {
-            if n > 1 {
-                steps.push(step);
-            } else {
-                single = Some(step);
-            }
-        };
-        if let Some(step) = root_step {
-            add(step);
-        }
-        for (name, start, args, aw, tr, close) in raw.into_iter().rev() {
-            let args = match args {
-                Some(args) => self.args(args.each(), &mut deferred),
-                None => Small::Empty,
-            };
-            let sp = self.lines.sp(start, close);
-            add(Step {
-                name,
-                args,
-                awaited: aw,
-                tried: tr,
-                sp,
-            });
-        }
-        call.steps = match single {
-            Some(step) => Small::One(step),
-            None => steps.into(),
-        };
+        // The root's step, then the method steps innermost first (`Small` collects a one-step
+        // call, most calls, without a vector, and a longer one into an exactly sized one).
+        call.steps = root_step
+            .into_iter()
+            .chain(
+                raw.into_iter()
+                    .rev()
+                    .map(|(name, start, args, awaited, tried, close)| {
+                        let args = match args {
+                            Some(args) => self.args(args.each(), &mut deferred),
+                            None => Small::Empty,
+                        };
+                        Step {
+                            name,
+                            args,
+                            awaited,
+                            tried,
+                            sp: self.lines.sp(start, close),
+                        }
+                    }),
+            )
+            .collect();
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
