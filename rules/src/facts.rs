@@ -68,11 +68,6 @@ impl<T> PerBody<T> {
     pub fn get_mut(&mut self, id: &BodyId) -> Option<&mut T> {
         self.index_of(id).map(|i| &mut self.items[i])
     }
-
-    /// The values in body order.
-    pub fn values(&self) -> &[T] {
-        &self.items
-    }
 }
 
 impl<T> std::ops::Index<&BodyId> for PerBody<T> {
@@ -301,5 +296,32 @@ impl<'a> Facts<'a> {
             .get(&(Name::new(ty), Name::new(method)))
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BodyId, PerBody};
+
+    fn id(file: u32, body: u32) -> BodyId {
+        BodyId { file, body }
+    }
+
+    #[test]
+    fn per_body_finds_each_files_bodies_and_nothing_past_them() {
+        // Three files with 2, 0 and 3 bodies.
+        let t = PerBody::new([2, 0, 3], vec!["a0", "a1", "c0", "c1", "c2"]);
+        assert_eq!(t[&id(0, 1)], "a1");
+        assert_eq!(t[&id(2, 0)], "c0");
+        assert_eq!(t.get(&id(2, 2)), Some(&"c2"));
+        assert_eq!(
+            t.get(&id(0, 2)),
+            None,
+            "a file's bodies end where the next file's begin"
+        );
+        assert_eq!(t.get(&id(1, 0)), None);
+        assert_eq!(t.get(&id(3, 0)), None);
+        let lens = t.map(|s| s.len());
+        assert_eq!(lens.get(&id(2, 1)), Some(&2));
     }
 }
