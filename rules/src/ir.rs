@@ -9,6 +9,23 @@ pub use crate::name::Name;
 pub use crate::small::Small;
 use crate::sql::SqlInfo;
 
+/// Accessors for the rarer facts a type keeps in its optional `extra` box: a list reads as empty
+/// and an optional fact as `None` when there is no box.
+macro_rules! extra_facts {
+    (lists: $($list:ident: $item:ty),*; options: $($opt:ident: $ty:ty),*) => {
+        $(
+            pub fn $list(&self) -> &[$item] {
+                self.extra.as_ref().map(|x| x.$list.as_slice()).unwrap_or(&[])
+            }
+        )*
+        $(
+            pub fn $opt(&self) -> Option<&$ty> {
+                self.extra.as_ref().and_then(|x| x.$opt.as_ref())
+            }
+        )*
+    };
+}
+
 /// A compact source range: 1-based lines and 1-based char columns. Byte offsets are computed
 /// only for the spans a diagnostic shows, from the file's [`crate::parse::Lines`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -185,23 +202,9 @@ impl Bind {
         self
     }
 
-    pub fn ty(&self) -> Option<&TypeRef> {
-        self.extra.as_ref().and_then(|x| x.ty.as_ref())
-    }
-
-    pub fn strs(&self) -> &[Name] {
-        self.extra
-            .as_ref()
-            .map(|x| x.strs.as_slice())
-            .unwrap_or(&[])
-    }
-
-    pub fn sql(&self) -> Option<&SqlInfo> {
-        self.extra.as_ref().and_then(|x| x.sql.as_ref())
-    }
-
-    pub fn lit(&self) -> Option<&StructLit> {
-        self.extra.as_ref().and_then(|x| x.lit.as_ref())
+    extra_facts! {
+        lists: strs: Name;
+        options: ty: TypeRef, sql: SqlInfo, lit: StructLit
     }
 
     pub fn closure(&self) -> Option<u32> {
@@ -283,33 +286,9 @@ impl ArgExtra {
 }
 
 impl Arg {
-    pub fn strs(&self) -> &[Name] {
-        self.extra
-            .as_ref()
-            .map(|x| x.strs.as_slice())
-            .unwrap_or(&[])
-    }
-
-    pub fn sql(&self) -> Option<&SqlInfo> {
-        self.extra.as_ref().and_then(|x| x.sql.as_ref())
-    }
-
-    pub fn eq_cols(&self) -> &[Name] {
-        self.extra
-            .as_ref()
-            .map(|x| x.eq_cols.as_slice())
-            .unwrap_or(&[])
-    }
-
-    pub fn calls(&self) -> &[Name] {
-        self.extra
-            .as_ref()
-            .map(|x| x.calls.as_slice())
-            .unwrap_or(&[])
-    }
-
-    pub fn lit(&self) -> Option<&StructLit> {
-        self.extra.as_ref().and_then(|x| x.lit.as_ref())
+    extra_facts! {
+        lists: strs: Name, eq_cols: Name, calls: Name;
+        options: sql: SqlInfo, lit: StructLit
     }
 }
 
