@@ -24,18 +24,9 @@ pub fn run(
     let bodies: Vec<&[Body]> = files.iter().map(|f| f.ir.bodies.as_slice()).collect();
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
     let facts = Facts::collect(&irs);
-    let mut ids = Vec::new();
-    for (fi, bs) in bodies.iter().enumerate() {
-        for bi in 0..bs.len() {
-            ids.push(BodyId {
-                file: fi as u32,
-                body: bi as u32,
-            });
-        }
-    }
     let counts = || bodies.iter().map(|bs| bs.len());
-    let by_id: PerBody<&Body> =
-        PerBody::new(counts(), bodies.iter().flat_map(|bs| bs.iter()).collect());
+    let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
+    let by_id: PerBody<&Body> = PerBody::new(counts(), in_order);
     let classified = par_map(&ids, threads, |id| {
         kb::classify_body(&facts, knowledge, id.file, by_id[id])
     });

@@ -216,7 +216,8 @@ impl<'a> Facts<'a> {
         })
     }
 
-    fn all_bodies(&self) -> impl Iterator<Item = (BodyId, &'a Body)> + '_ {
+    /// Every body of the crate with its id, file by file.
+    pub fn all_bodies(&self) -> impl Iterator<Item = (BodyId, &'a Body)> + '_ {
         self.bodies.iter().enumerate().flat_map(|(fi, bodies)| {
             bodies.iter().enumerate().map(move |(bi, b)| {
                 (
