@@ -70,22 +70,6 @@ impl<T> FromIterator<T> for Small<T> {
     }
 }
 
-impl<T> Small<T> {
-    /// Appends `x`: no allocation up to one element, one more per element after that (the IR's
-    /// lists are short; most hold one element).
-    pub fn push(&mut self, x: T) {
-        *self = match std::mem::take(self) {
-            Small::Empty => Small::One(x),
-            Small::One(a) => Small::Many(Box::new([a, x])),
-            Small::Many(xs) => {
-                let mut v = Vec::from(xs);
-                v.push(x);
-                Small::Many(v.into_boxed_slice())
-            }
-        };
-    }
-}
-
 impl<'a, T> IntoIterator for &'a Small<T> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
@@ -115,10 +99,5 @@ mod tests {
             assert_eq!(&*c, &*s);
         }
         assert!(matches!(Small::from(vec![7]), Small::One(7)));
-        for n in 0..5u32 {
-            let mut s = Small::default();
-            (0..n).for_each(|i| s.push(i));
-            assert_eq!(s.as_slice(), (0..n).collect::<Vec<_>>().as_slice());
-        }
     }
 }

@@ -286,29 +286,3 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     }
     Class::Unknown(name)
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::kb::has;
-
-    #[test]
-    fn has_agrees_with_str_contains() {
-        let long = "alloc::sync::arc tokio::sync::mutex hashmap";
-        let hays = ["", "a", "mutex", "tokio::sync::mutex", "xxmutexx", long];
-        let needles = [
-            "",
-            "a",
-            "mutex",
-            "x",
-            "dashmap",
-            "mutexx",
-            "hashmap",
-            "tokio::sync::mutex!",
-        ];
-        for h in hays {
-            for n in needles {
-                assert_eq!(has(h, n), h.contains(n), "{h:?} {n:?}");
-            }
-        }
-    }
-}

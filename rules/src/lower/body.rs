@@ -676,17 +676,16 @@ impl Lw<'_, '_> {
         it: impl Iterator<Item = &'e Expr>,
         deferred: &mut Vec<&'e Expr>,
     ) -> Small<Arg> {
-        let mut out = Small::Empty;
-        for a in it {
+        it.map(|a| {
             let mut arg = arg_info(a, &mut self.scratch);
             if arg.closure {
                 deferred.push(a);
             } else {
                 arg.ev = self.expr(a);
             }
-            out.push(arg);
-        }
-        out
+            arg
+        })
+        .collect()
     }
 
     /// A macro in statement or expression position.
