@@ -111,12 +111,10 @@ impl Analyzer {
     /// file's source map per thread otherwise); must not be called from inside a proc macro.
     pub fn lower(&self, path: &str, text: &str) -> LoweredFile {
         let lines = parse::LineIndex::new(text);
-        let result = match syn::parse_file(text) {
-            Ok(file) => {
-                let ir = lower::lower_file(&file, &lines, &self.knowledge);
-                drop(file);
-                // Re-allocate the trace now that the tree is gone, so what is kept lives in
-                // fresh memory instead of pinning pages of the freed syntax tree.
+        let result = match lower::parse_and_lower(text, &lines, &self.knowledge) {
+            Ok(ir) => {
+                // Re-allocate the trace now that the token buffer is gone, so what is kept lives
+                // in fresh memory instead of pinning pages of the freed syntax trees.
                 Ok(ir.clone())
             }
             Err(err) => {

@@ -40,22 +40,92 @@ impl<T, P> Seq<T> for syn::punctuated::Punctuated<T, P> {
     }
 }
 
-/// Lowers a parsed file.
-pub fn lower_file(file: &syn::File, lines: &LineIndex<'_>, knowledge: &crate::Knowledge) -> FileIr {
-    let mut out = FileIr::default();
-    let mut cx = ItemCx {
-        lines,
-        knowledge,
-        out: &mut out,
-        depth: 0,
+/// Parses `text` as a file and lowers it item by item: each item is lowered and dropped right
+/// after it is parsed, while its tree is still in cache, so no more than one item's tree is ever
+/// alive beside the file's token buffer. Accepts exactly what `syn::parse_file` accepts (byte
+/// order mark, shebang line) and fails with the same error; a failure discards what was lowered.
+pub fn parse_and_lower(
+    text: &str,
+    lines: &LineIndex<'_>,
+    knowledge: &crate::Knowledge,
+) -> syn::Result<FileIr> {
+    use syn::parse::Parser;
+    let content = strip_file_prefix(text);
+    let parser = |input: syn::parse::ParseStream<'_>| {
+        let mut out = FileIr::default();
+        let mut cx = ItemCx {
+            lines,
+            knowledge,
+            out: &mut out,
+            depth: 0,
+        };
+        input.call(Attribute::parse_inner)?;
+        while !input.is_empty() {
+            let item: Item = input.parse()?;
+            cx.item(&item, None);
+        }
+        finish(&mut out);
+        Ok(out)
     };
-    for item in &file.items {
-        cx.item(item, None);
+    parser.parse_str(content)
+}
+
+/// What `syn::parse_file` strips before parsing: a byte order mark, then a shebang line (`#!`
+/// not followed, after whitespace and comments, by `[`, which would open an inner attribute).
+/// The shebang's newline is kept so line numbers stay true.
+fn strip_file_prefix(text: &str) -> &str {
+    let content = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = content.strip_prefix("#!") else {
+        return content;
+    };
+    if skip_trivia(rest).starts_with('[') {
+        return content;
     }
-    // Sorted by alias (stably: a later import of the same name stays later), so the crate facts
-    // can search a file's imports without building a table.
+    match content.find('\n') {
+        Some(i) => &content[i..],
+        None => "",
+    }
+}
+
+/// `text` after leading whitespace and comments (line, block, nested block).
+fn skip_trivia(mut text: &str) -> &str {
+    loop {
+        let trimmed = text.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("//") {
+            text = rest.find('\n').map_or("", |i| &rest[i..]);
+        } else if trimmed.starts_with("/*") {
+            let mut depth = 0usize;
+            let bytes = trimmed.as_bytes();
+            let mut i = 0;
+            let mut end = trimmed.len();
+            while i + 1 < bytes.len() {
+                match (bytes[i], bytes[i + 1]) {
+                    (b'/', b'*') => {
+                        depth += 1;
+                        i += 2;
+                    }
+                    (b'*', b'/') => {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => i += 1,
+                }
+            }
+            text = &trimmed[end..];
+        } else {
+            return trimmed;
+        }
+    }
+}
+
+/// Sorts a file's imports by alias (stably: a later import of the same name stays later), so the
+/// crate facts can search them without building a table.
+fn finish(out: &mut FileIr) {
     out.facts.uses.sort_by(|a, b| a.0.cmp(&b.0));
-    out
 }
 
 struct ItemCx<'a, 'b> {
@@ -580,4 +650,53 @@ fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     }
     out.shrink_to_fit();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lowered(text: &str) -> syn::Result<FileIr> {
+        let lines = LineIndex::new(text);
+        parse_and_lower(text, &lines, &crate::Knowledge::default())
+    }
+
+    #[test]
+    fn file_prefixes_are_stripped_as_syn_does() {
+        assert_eq!(strip_file_prefix("\u{feff}fn a() {}"), "fn a() {}");
+        assert_eq!(
+            strip_file_prefix("#!/usr/bin/env run\nfn a() {}"),
+            "\nfn a() {}"
+        );
+        assert_eq!(strip_file_prefix("#!/bin/x"), "");
+        // `#!` opening an inner attribute, even after comments, is not a shebang.
+        assert_eq!(strip_file_prefix("#![allow(x)]"), "#![allow(x)]");
+        let commented = "#! /* a /* nested */ one */ // and a line\n [allow(x)] fn a() {}";
+        assert_eq!(strip_file_prefix(commented), commented);
+        for text in [
+            "\u{feff}#!/bin/x\nfn a() { b(); }",
+            "#![allow(x)]\nfn a() { b(); }",
+            commented,
+        ] {
+            let ir = lowered(text).expect("parses");
+            assert_eq!(ir.bodies.len(), 1, "{text:?}");
+            assert!(syn::parse_file(text).is_ok(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_file_parses_exactly_when_syn_parse_file_accepts_it() {
+        for text in [
+            "fn a() {}\nfn b( {}",
+            "fn a() {} }",
+            "#![x] fn a() {} #![y]",
+            "struct S",
+            "",
+            "// only a comment",
+        ] {
+            let ours = lowered(text).map(|_| ()).map_err(|e| e.to_string());
+            let syns = syn::parse_file(text).map(|_| ()).map_err(|e| e.to_string());
+            assert_eq!(ours, syns, "{text:?}");
+        }
+    }
 }
