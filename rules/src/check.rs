@@ -6,7 +6,7 @@ use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Ev};
 use crate::kb::{self, BodyEffects, Eff, K};
-use crate::par::par_map;
+use crate::par::{par_map, par_map_with};
 use crate::rules::{CHECKS, CrateCx, RuleCx, to_span};
 use crate::{Knowledge, LoweredFile, query, summary};
 
@@ -27,10 +27,9 @@ pub fn run(
     let counts = || bodies.iter().map(|bs| bs.len());
     let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
     let by_id: PerBody<&Body> = PerBody::new(counts(), in_order);
-    let classified = par_map(&ids, threads, |id| {
-        kb::classify_body(&facts, knowledge, id.file, by_id[id])
+    let classified = par_map_with(&ids, threads, kb::types::Memo::default, |memo, id| {
+        kb::classify_body(&facts, knowledge, id.file, by_id[id], &*memo)
     });
-    facts.release_memos();
     let mut effects: PerBody<BodyEffects> = PerBody::new(counts(), classified);
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);
     // The project's own transaction helpers: fns that hand a closure to a transaction.

@@ -108,15 +108,6 @@ pub struct Facts<'a> {
     pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: its `use` aliases, sorted by alias at lowering, borrowed.
     pub uses: Vec<&'a [(Name, Name)]>,
-    /// Memo of [`crate::kb::types::class_of`] by file and a 64-bit SipHash of the type as
-    /// written: the class is a pure function of the crate facts, and the same field and
-    /// parameter types are classified again and again. The hash keeps the memo small (a copy
-    /// of every type was 1.4 MB on qdrant); a collision, about 1 in 10^11 for a crate's types,
-    /// would only give one type another's class.
-    pub class_memo: std::sync::Mutex<FxHashMap<(u32, u64), crate::kb::types::Class>>,
-    /// Memo of the same by resolved shape (prefix, head as written, resolved head, generic
-    /// arguments): what a type means does not depend on the file once its names are resolved.
-    pub shape_memo: std::sync::Mutex<FxHashMap<Box<str>, crate::kb::types::Class>>,
 }
 
 impl<'a> Facts<'a> {
@@ -229,18 +220,6 @@ impl<'a> Facts<'a> {
                 )
             })
         })
-    }
-
-    /// Frees the type-class memos: classification is over once every body is classified, and
-    /// the memos (2.3 MB on qdrant) would otherwise sit through the rest of the check, where
-    /// memory peaks.
-    pub fn release_memos(&self) {
-        if let Ok(mut m) = self.class_memo.lock() {
-            *m = FxHashMap::default();
-        }
-        if let Ok(mut m) = self.shape_memo.lock() {
-            *m = FxHashMap::default();
-        }
     }
 
     /// The type of `ty.field`, following struct facts.

@@ -1,50 +1,113 @@
 //! `par_map`: the one helper that spreads per-body (and per-file) work of checking over scoped
 //! threads.
 
-/// Maps `f` over `items` on up to `threads` scoped threads and returns the results in `items`
-/// order. Used for each per-body stage of checking (classification, call-site effects, rules):
-/// bodies are independent within a stage. Item `i` goes to thread `i % threads`, which spreads
-/// big and small files evenly.
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Items per unit of work. Bodies are numbered file by file, so a run of neighbours mostly
+/// shares a file (and that file's type memo entries, see [`par_map_with`]); runs are small
+/// enough that the threads finish together.
+const RUN: usize = 32;
+
+/// Maps `f` over `items` on up to `threads` threads (the calling one and scoped helpers) and
+/// returns the results in `items` order. Used for each per-body stage of checking
+/// (classification, call-site effects, rules): bodies are independent within a stage.
 pub fn par_map<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let one = &f;
-    let ids = items;
-    let threads = threads.clamp(1, 64).min(ids.len() / 64 + 1);
+    par_map_with(items, threads, || (), |_, x| f(x))
+}
+
+/// [`par_map`] where each thread also owns a scratch state made by `init` (a memo, say), passed
+/// to every call on that thread and dropped when the thread is done.
+///
+/// Threads take runs of [`RUN`] neighbouring items from a shared counter until none are left,
+/// so a slow run does not hold the others up, and neighbours (which share a file) mostly meet
+/// the same thread's state. The calling thread works too: if no helper can be started, it does
+/// everything itself.
+pub fn par_map_with<T: Sync, S, R: Send>(
+    items: &[T],
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, 64).min(items.len() / (2 * RUN) + 1);
     if threads == 1 {
-        return ids.iter().map(one).collect();
+        let mut state = init();
+        return items.iter().map(|x| f(&mut state, x)).collect();
     }
-    let parts: Vec<Vec<R>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut state = init();
+        let mut done: Vec<(usize, Vec<R>)> = Vec::new();
+        loop {
+            let run = next.fetch_add(1, Ordering::Relaxed);
+            let lo = run.saturating_mul(RUN);
+            if lo >= items.len() {
+                return done;
+            }
+            let hi = (lo + RUN).min(items.len());
+            done.push((
+                run,
+                items[lo..hi].iter().map(|x| f(&mut state, x)).collect(),
+            ));
+        }
+    };
+    let work = &work;
+    let mut runs: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
                 std::thread::Builder::new()
                     .stack_size(crate::STACK_SIZE)
-                    .spawn_scoped(scope, move || {
-                        ids.iter().skip(t).step_by(threads).map(one).collect()
-                    })
+                    .spawn_scoped(scope, work)
+                    .ok()
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // No thread: this share is redone below.
-                Err(_) => Vec::new(),
-            })
-            .collect()
+        let mut runs = work();
+        for h in helpers {
+            runs.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        runs
     });
-    // A share whose thread could not start is empty; redo everything on this thread then.
-    if parts.iter().map(Vec::len).sum::<usize>() != ids.len() {
-        return ids.iter().map(one).collect();
+    runs.sort_unstable_by_key(|(run, _)| *run);
+    let mut out = Vec::with_capacity(items.len());
+    for (_, results) in runs {
+        out.extend(results);
     }
-    let mut parts: Vec<_> = parts.into_iter().map(Vec::into_iter).collect();
-    (0..ids.len())
-        .map(|i| {
-            parts[i % threads]
-                .next()
-                .expect("each share has its bodies")
-        })
-        .collect()
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_item_order_on_any_thread_count() {
+        let items: Vec<usize> = (0..1000).collect();
+        for threads in [1, 2, 3, 8] {
+            let out = par_map(&items, threads, |x| x * 2);
+            assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        }
+        assert!(par_map(&[] as &[u8], 4, |x| *x).is_empty());
+    }
+
+    #[test]
+    fn each_thread_keeps_its_own_state() {
+        // The state counts the calls made on its thread; a call that sees 1 is the first on a
+        // fresh state. One state per thread that worked: one or two, never one per run.
+        let items: Vec<u32> = (0..500).collect();
+        let seen = par_map_with(
+            &items,
+            2,
+            || 0usize,
+            |n, _| {
+                *n += 1;
+                *n
+            },
+        );
+        assert_eq!(seen.len(), 500);
+        let firsts = seen.iter().filter(|&&n| n == 1).count();
+        assert!((1..=2).contains(&firsts), "{firsts} states started");
+    }
 }

@@ -201,6 +201,8 @@ pub(crate) struct Cx<'a> {
     pub guard_places: FxHashMap<Name, Name>,
     /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
     pub local_modules: FxHashMap<Name, Name>,
+    /// The classifying thread's type-class memo.
+    pub memo: &'a types::Memo,
 }
 
 /// Whether `needle` occurs in `hay`. On short texts std sets up a two-way searcher for every
@@ -217,7 +219,13 @@ pub(crate) fn has(hay: &str, needle: &str) -> bool {
 }
 
 /// Classifies every call event of a body.
-pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Body) -> BodyEffects {
+pub fn classify_body(
+    facts: &Facts,
+    knowledge: &Knowledge,
+    file: u32,
+    body: &Body,
+    memo: &types::Memo,
+) -> BodyEffects {
     let mut cx = Cx {
         facts,
         knowledge,
@@ -229,10 +237,11 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
         lit_locals: FxHashMap::default(),
         guard_places: FxHashMap::default(),
         local_modules: FxHashMap::default(),
+        memo,
     };
     let mut tx_param = None;
     for (name, ty) in &body.params {
-        let class = types::class_of(ty, facts, file);
+        let class = types::class_of(ty, facts, file, cx.memo);
         if class == Class::DbTx && tx_param.is_none() {
             tx_param = Some(name.clone());
         }
@@ -253,7 +262,7 @@ pub fn classify_body(facts: &Facts, knowledge: &Knowledge, file: u32, body: &Bod
             }
             Ev::Bind(b) => {
                 let class = if let Some(ty) = b.ty() {
-                    Some(types::class_of(ty, facts, file))
+                    Some(types::class_of(ty, facts, file, cx.memo))
                 } else if let Some(&last) = b.calls.last() {
                     let last = last as usize;
                     match &body.events[last].kind {
@@ -387,7 +396,7 @@ impl Cx<'_> {
                 _ => return Some(Class::Unknown(field.clone())),
             };
             match self.facts.field_type(&ty_name, field) {
-                Some(ty) => class = types::class_of(ty, self.facts, self.file),
+                Some(ty) => class = types::class_of(ty, self.facts, self.file, self.memo),
                 None => return Some(Class::Unknown(field.clone())),
             }
         }
@@ -550,7 +559,7 @@ impl Cx<'_> {
                 call.func_last(),
                 "new" | "default" | "builder" | "connect" | "open" | "from_env" | "from_conf"
             ) {
-                let c = types::class_of(&vec![ty.clone()], self.facts, self.file);
+                let c = types::class_of(std::slice::from_ref(ty), self.facts, self.file, self.memo);
                 if !matches!(c, Class::Unknown(_)) {
                     return Some(c);
                 }

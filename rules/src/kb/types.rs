@@ -2,8 +2,9 @@
 
 use super::has;
 use crate::facts::Facts;
-use crate::ir::TypeRef;
+use crate::fxhash::FxHashMap;
 use crate::name::Name;
+use std::cell::RefCell;
 
 /// The kind of value a receiver holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,31 +69,39 @@ fn last(s: &str) -> &str {
     s.rsplit(':').next().unwrap_or(s)
 }
 
+/// Memos of [`class_of`], one per classifying thread (a shared memo behind a lock made two
+/// threads classify no faster than one). Dropped when classification ends. Its maps are
+/// `RefCell`s so that classifying code can share it through `&self`; no borrow is held across
+/// a call.
+#[derive(Default)]
+pub struct Memo {
+    /// By file and a 64-bit SipHash of the type as written: the class is a pure function of
+    /// the crate facts, and the same field and parameter types are classified again and again.
+    /// The hash keeps the memo small (a copy of every type was 1.4 MB on qdrant); a collision,
+    /// about 1 in 10^11 for a crate's types, would only give one type another's class.
+    by_type: RefCell<FxHashMap<(u32, u64), Class>>,
+    /// By resolved shape (prefix, head as written, resolved head, generic arguments): what a
+    /// type means does not depend on the file once its names are resolved.
+    by_shape: RefCell<FxHashMap<Box<str>, Class>>,
+}
+
 /// Classifies a declared type.
-pub fn class_of(ty: &TypeRef, facts: &Facts, file: u32) -> Class {
-    // Memoised per (file, type): a pure function of the crate facts.
+pub fn class_of(ty: &[Name], facts: &Facts, file: u32, memo: &Memo) -> Class {
     let key = (file, {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         ty.hash(&mut h);
         h.finish()
     });
-    if let Some(c) = facts
-        .class_memo
-        .lock()
-        .ok()
-        .and_then(|m| m.get(&key).cloned())
-    {
-        return c;
+    if let Some(c) = memo.by_type.borrow().get(&key) {
+        return c.clone();
     }
-    let c = class_of_at(ty, facts, file, 0);
-    if let Ok(mut m) = facts.class_memo.lock() {
-        m.insert(key, c.clone());
-    }
+    let c = class_of_at(ty, facts, file, 0, memo);
+    memo.by_type.borrow_mut().insert(key, c.clone());
     c
 }
 
-fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
+fn class_of_at(ty: &[Name], facts: &Facts, file: u32, depth: u32, memo: &Memo) -> Class {
     let mut i = 0;
     while i < ty.len() && WRAPPERS.contains(&last(&ty[i])) {
         i += 1;
@@ -107,7 +116,7 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
     if let Some(target) = facts.aliases.get(last(bare))
         && depth < 8
     {
-        return class_of_at(target, facts, file, depth + 1);
+        return class_of_at(target, facts, file, depth + 1, memo);
     }
     let full = facts.resolve(file, bare);
     // The generic arguments, as written and resolved, lowercased.
@@ -125,18 +134,13 @@ fn class_of_at(ty: &TypeRef, facts: &Facts, file: u32, depth: u32) -> Class {
         key.push_str(part);
         key.push('\u{1}');
     }
-    if let Some(c) = facts
-        .shape_memo
-        .lock()
-        .ok()
-        .and_then(|m| m.get(key.as_str()).cloned())
-    {
-        return c;
+    if let Some(c) = memo.by_shape.borrow().get(key.as_str()) {
+        return c.clone();
     }
     let c = class_of_shape(prefix, bare, &full, &rest, facts);
-    if let Ok(mut m) = facts.shape_memo.lock() {
-        m.insert(key.into_boxed_str(), c.clone());
-    }
+    memo.by_shape
+        .borrow_mut()
+        .insert(key.into_boxed_str(), c.clone());
     c
 }
 
