@@ -105,9 +105,12 @@ impl Eff {
     }
 }
 
-/// A per-event table where most events have nothing: 4 bytes per event plus the entries.
+/// A per-event table where most events have nothing: 4 bytes per event plus the entries, and
+/// nothing at all until the first entry (most bodies never get one).
 #[derive(Debug, Clone)]
 pub struct Sparse<T> {
+    len: usize,
+    /// Per event, 1 + its slot, or 0; empty while no event has a slot.
     idx: Vec<u32>,
     slots: Vec<Vec<T>>,
 }
@@ -115,20 +118,25 @@ pub struct Sparse<T> {
 impl<T> Sparse<T> {
     pub fn new(n: usize) -> Self {
         Sparse {
-            idx: vec![0; n],
+            len: n,
+            idx: Vec::new(),
             slots: Vec::new(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.idx.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.idx.is_empty()
+        self.len == 0
     }
 
     fn slot(&mut self, i: usize) -> &mut Vec<T> {
+        assert!(i < self.len, "event {i} of {}", self.len);
+        if self.idx.is_empty() {
+            self.idx = vec![0; self.len];
+        }
         if self.idx[i] == 0 {
             self.slots.push(Vec::new());
             self.idx[i] = self.slots.len() as u32;
@@ -138,7 +146,7 @@ impl<T> Sparse<T> {
     }
 
     pub fn set(&mut self, i: usize, v: Vec<T>) {
-        if !v.is_empty() || self.idx[i] != 0 {
+        if !v.is_empty() || self.idx.get(i).is_some_and(|&k| k != 0) {
             *self.slot(i) = v;
         }
     }
@@ -156,13 +164,7 @@ impl<T> Sparse<T> {
 
     /// Entries per event, in event order.
     pub fn iter(&self) -> impl Iterator<Item = &[T]> {
-        self.idx.iter().map(|&k| {
-            if k == 0 {
-                &[][..]
-            } else {
-                self.slots[k as usize - 1].as_slice()
-            }
-        })
+        (0..self.len).map(|i| &self[i])
     }
 }
 
@@ -809,7 +811,24 @@ fn is_common_method(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::has;
+    use super::{Sparse, has};
+
+    #[test]
+    fn sparse_reads_as_one_list_per_event() {
+        let mut t: Sparse<u8> = Sparse::new(4);
+        t.set(1, Vec::new());
+        assert_eq!(t.len(), 4);
+        assert!(t.iter().all(<[u8]>::is_empty), "nothing set yet");
+        assert_eq!(&t[9], &[] as &[u8], "out of range reads as empty");
+        t.set(2, vec![7]);
+        t.push(2, 8);
+        t.extend(0, [1]);
+        t.extend(3, []);
+        let rows: Vec<&[u8]> = t.iter().collect();
+        assert_eq!(rows, [&[1][..], &[], &[7, 8], &[]]);
+        t.set(2, Vec::new());
+        assert!(t[2].is_empty(), "a set slot can be emptied");
+    }
 
     #[test]
     fn has_agrees_with_str_contains() {
