@@ -2,14 +2,15 @@
 //! threads.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// Items per unit of work. Bodies are numbered file by file, so a run of neighbours mostly
 /// shares a file (and that file's type memo entries, see [`par_map_with`]); runs are small
 /// enough that the threads finish together.
 const RUN: usize = 32;
 
-/// Maps `f` over `items` on up to `threads` threads (the calling one and scoped helpers) and
-/// returns the results in `items` order. Used for each per-body stage of checking
+/// Maps `f` over `items` on up to `threads` threads (the calling one and helpers from the rayon
+/// pool it runs in, else rayon's global pool) and returns the results in `items` order. Used for each per-body stage of checking
 /// (classification, call-site effects, rules): bodies are independent within a stage.
 pub fn par_map<T: Sync, R: Send>(
     items: &[T],
@@ -24,8 +25,9 @@ pub fn par_map<T: Sync, R: Send>(
 ///
 /// Threads take runs of [`RUN`] neighbouring items from a shared counter until none are left,
 /// so a slow run does not hold the others up, and neighbours (which share a file) mostly meet
-/// the same thread's state. The calling thread works too: if no helper can be started, it does
-/// everything itself.
+/// the same thread's state. The calling thread works too, so a busy pool delays nothing. Helpers
+/// come from the pool rather than new threads: a new thread gets a fresh malloc arena, while a
+/// pool thread reuses the memory its lowering freed (peak memory).
 pub fn par_map_with<T: Sync, S, R: Send>(
     items: &[T],
     threads: usize,
@@ -54,22 +56,22 @@ pub fn par_map_with<T: Sync, S, R: Send>(
             ));
         }
     };
-    let work = &work;
-    let mut runs: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| {
-                std::thread::Builder::new()
-                    .stack_size(crate::STACK_SIZE)
-                    .spawn_scoped(scope, work)
-                    .ok()
-            })
-            .collect();
-        let mut runs = work();
-        for h in helpers {
-            runs.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+    let finished = Mutex::new(Vec::new());
+    let keep = |done: Vec<(usize, Vec<R>)>| {
+        finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(done)
+    };
+    rayon::in_place_scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(|_| keep(work()));
         }
-        runs
+        keep(work());
     });
+    let mut runs = finished
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     runs.sort_unstable_by_key(|(run, _)| *run);
     let mut out = Vec::with_capacity(items.len());
     for (_, results) in runs {
