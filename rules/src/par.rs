@@ -40,44 +40,37 @@ pub fn par_map_with<T: Sync, S, R: Send>(
         return items.iter().map(|x| f(&mut state, x)).collect();
     }
     let next = AtomicUsize::new(0);
+    // Each run's results go straight to their place in the output, so no second copy of all
+    // results is ever alive (the classified effects of a large crate are megabytes).
+    let out: Mutex<Vec<Option<R>>> =
+        Mutex::new(std::iter::repeat_with(|| None).take(items.len()).collect());
     let work = || {
         let mut state = init();
-        let mut done: Vec<(usize, Vec<R>)> = Vec::new();
         loop {
             let run = next.fetch_add(1, Ordering::Relaxed);
             let lo = run.saturating_mul(RUN);
             if lo >= items.len() {
-                return done;
+                return;
             }
             let hi = (lo + RUN).min(items.len());
-            done.push((
-                run,
-                items[lo..hi].iter().map(|x| f(&mut state, x)).collect(),
-            ));
+            let results: Vec<R> = items[lo..hi].iter().map(|x| f(&mut state, x)).collect();
+            let mut out = out.lock().unwrap_or_else(PoisonError::into_inner);
+            for (slot, r) in out[lo..hi].iter_mut().zip(results) {
+                *slot = Some(r);
+            }
         }
-    };
-    let finished = Mutex::new(Vec::new());
-    let keep = |done: Vec<(usize, Vec<R>)>| {
-        finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(done)
     };
     rayon::in_place_scope(|scope| {
         for _ in 1..threads {
-            scope.spawn(|_| keep(work()));
+            scope.spawn(|_| work());
         }
-        keep(work());
+        work();
     });
-    let mut runs = finished
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    runs.sort_unstable_by_key(|(run, _)| *run);
-    let mut out = Vec::with_capacity(items.len());
-    for (_, results) in runs {
-        out.extend(results);
-    }
-    out
+    out.into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .into_iter()
+        .map(|r| r.expect("every run was done"))
+        .collect()
 }
 
 #[cfg(test)]
