@@ -28,7 +28,7 @@ pub fn run(
     let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
     let by_id: PerBody<&Body> = PerBody::new(counts(), in_order);
     let classified = par_map_with(&ids, threads, kb::types::Memo::default, |memo, id| {
-        kb::classify_body(&facts, knowledge, id.file, by_id[id], &*memo)
+        kb::classify_body(&facts, knowledge, id.file, by_id[id], memo)
     });
     let mut effects: PerBody<BodyEffects> = PerBody::new(counts(), classified);
     let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);

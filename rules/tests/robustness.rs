@@ -72,6 +72,30 @@ fn ten_thousand_deep_expressions_do_not_overflow() {
     }
 }
 
+/// Checking runs bodies on helper threads (the caller's rayon pool, else rayon's global pool, with
+/// ordinary stacks): deep bodies must be checkable there. The crate is big enough for the check
+/// to split it over two threads; only lowering needs the big stack.
+#[test]
+fn deep_bodies_check_on_ordinary_helper_threads() {
+    let deep = [
+        nested(10_000, "if c { ", "x();", " }"),
+        nested(10_000, "{ ", "g().await;", " }"),
+        nested(10_000, "match a { _ => ", "h()", " }"),
+        nested(10_000, "loop { ", "break;", " }"),
+    ];
+    let mut text = String::new();
+    for i in 0..200 {
+        text.push_str(&format!("async fn f{i}() {{ {} }}\n", deep[i % deep.len()]));
+    }
+    let lowered = on_big_stack(move || Analyzer::new(Knowledge::default()).lower("deep.rs", &text));
+    assert!(!lowered.has_parse_error());
+    assert_eq!(lowered.ir().bodies.len(), 200);
+    let diags = Analyzer::new(Knowledge::default())
+        .with_threads(2)
+        .check(std::slice::from_ref(&lowered), &|_| true);
+    assert!(diags.is_empty(), "{diags:?}");
+}
+
 fn service_fn(i: usize) -> String {
     format!(
         r#"
