@@ -912,23 +912,19 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         && let Some((first, len)) = place_head(e)
     {
         // A local (`order`), a field of one (`order.id`, `self.db`), or a lowercase module
-        // path; `Status::Pending` is a value, not a place.
-        let head = Name::display(first);
-        if len == 1
-            || head == "self"
-            || head
-                .chars()
+        // path; `Status::Pending` is a value, not a place. The text starts with the head.
+        let s = if len == 1 {
+            Name::display(first)
+        } else {
+            Name::display(&PlaceText(e))
+        };
+        let lower_head = || {
+            s.chars()
                 .next()
                 .is_some_and(|c| c.is_lowercase() || c == '_')
-        {
-            let s = if len == 1 {
-                head
-            } else {
-                Name::display(&PlaceText(e))
-            };
-            if !out.contains(&s) {
-                out.push(s);
-            }
+        };
+        if (len == 1 || lower_head()) && !out.contains(&s) {
+            out.push(s);
         }
         return;
     }
