@@ -87,39 +87,59 @@ fn strip_file_prefix(text: &str) -> &str {
     }
 }
 
-/// `text` after leading whitespace and comments (line, block, nested block).
+/// `text` after leading whitespace and non-doc comments, as syn decides whether `#!` opens a
+/// shebang: doc comments (`///`, `//!`, `/**`, `/*!`) are tokens and stop the skip, and so does an
+/// unterminated block comment; left-to-right and right-to-left marks count as whitespace.
 fn skip_trivia(mut text: &str) -> &str {
-    loop {
-        let trimmed = text.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("//") {
-            text = rest.find('\n').map_or("", |i| &rest[i..]);
-        } else if trimmed.starts_with("/*") {
-            let mut depth = 0usize;
-            let bytes = trimmed.as_bytes();
-            let mut i = 0;
-            let mut end = trimmed.len();
-            while i + 1 < bytes.len() {
-                match (bytes[i], bytes[i + 1]) {
-                    (b'/', b'*') => {
-                        depth += 1;
-                        i += 2;
+    'skip: while let Some(&byte) = text.as_bytes().first() {
+        if byte == b'/' {
+            let doc_line = text.starts_with("///") && !text.starts_with("////");
+            let doc_block = text.starts_with("/**") && !text.starts_with("/***");
+            if text.starts_with("//") && !doc_line && !text.starts_with("//!") {
+                match text.find('\n') {
+                    Some(i) => {
+                        text = &text[i + 1..];
+                        continue;
                     }
-                    (b'*', b'/') => {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            end = i;
-                            break;
-                        }
-                    }
-                    _ => i += 1,
+                    None => return "",
                 }
+            } else if text.starts_with("/**/") {
+                text = &text[4..];
+                continue;
+            } else if text.starts_with("/*") && !doc_block && !text.starts_with("/*!") {
+                let bytes = text.as_bytes();
+                let (mut depth, mut i) = (0usize, 0);
+                while i + 1 < bytes.len() {
+                    match (bytes[i], bytes[i + 1]) {
+                        (b'/', b'*') => {
+                            depth += 1;
+                            i += 1;
+                        }
+                        (b'*', b'/') => {
+                            depth -= 1;
+                            if depth == 0 {
+                                text = &text[i + 2..];
+                                continue 'skip;
+                            }
+                            i += 1;
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                return text;
             }
-            text = &trimmed[end..];
-        } else {
-            return trimmed;
         }
+        let Some(ch) = text.chars().next() else {
+            break;
+        };
+        if ch.is_whitespace() || ch == '\u{200e}' || ch == '\u{200f}' {
+            text = &text[ch.len_utf8()..];
+            continue;
+        }
+        return text;
     }
+    text
 }
 
 /// Sorts a file's imports by alias (stably: a later import of the same name stays later), so the
@@ -687,6 +707,14 @@ mod tests {
     #[test]
     fn a_file_parses_exactly_when_syn_parse_file_accepts_it() {
         for text in [
+            "#! /// a doc comment is a token\n[allow(x)] fn a() {}",
+            "#! //! so is an inner one\n[allow(x)] fn a() {}",
+            "#! /**/ [allow(x)] fn a() {}",
+            "#! /** doc */ [allow(x)] fn a() {}",
+            "#! /* unterminated [allow(x)] fn a() {}",
+            "#!\u{200e}[allow(x)] fn a() {}",
+            "#!\u{a0}[allow(x)] fn a() {}",
+            "#!/bin/x\nfn a() {}",
             "fn a() {}\nfn b( {}",
             "fn a() {} }",
             "#![x] fn a() {} #![y]",
@@ -694,8 +722,12 @@ mod tests {
             "",
             "// only a comment",
         ] {
-            let ours = lowered(text).map(|_| ()).map_err(|e| e.to_string());
-            let syns = syn::parse_file(text).map(|_| ()).map_err(|e| e.to_string());
+            let ours = lowered(text)
+                .map(|ir| ir.bodies.len())
+                .map_err(|e| e.to_string());
+            let syns = syn::parse_file(text)
+                .map(|f| f.items.iter().filter(|i| matches!(i, Item::Fn(_))).count())
+                .map_err(|e| e.to_string());
             assert_eq!(ours, syns, "{text:?}");
         }
     }
