@@ -1,5 +1,5 @@
-//! `par_map`: the one helper that spreads per-body (and per-file) work of checking over scoped
-//! threads.
+//! `par_map`: the one helper that spreads per-body (and per-file) work of checking over the
+//! threads of a rayon pool.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
