@@ -65,7 +65,9 @@ pub fn parse_and_lower(
             let item: Item = input.parse()?;
             cx.item(&item, None);
         }
-        finish(&mut out);
+        // Imports sorted by alias (stably: a later import of the same name stays later), so the
+        // crate facts can search them without building a table.
+        out.facts.uses.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     };
     parser.parse_str(content)
@@ -142,12 +144,6 @@ fn skip_trivia(mut text: &str) -> &str {
         return text;
     }
     text
-}
-
-/// Sorts a file's imports by alias (stably: a later import of the same name stays later), so the
-/// crate facts can search them without building a table.
-fn finish(out: &mut FileIr) {
-    out.facts.uses.sort_by(|a, b| a.0.cmp(&b.0));
 }
 
 struct ItemCx<'a, 'b> {
