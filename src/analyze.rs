@@ -149,23 +149,7 @@ fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<LoweredFile, InputErr
 fn knowledge(unit: &Unit) -> Knowledge {
     let mut k = unit.config.knowledge.clone();
     for p in &unit.packages {
-        let o = &p.config.knowledge;
-        for (into, from) in [
-            (&mut k.locks, &o.locks),
-            (&mut k.transactions, &o.transactions),
-            (&mut k.remote_calls, &o.remote_calls),
-            (&mut k.state_reads, &o.state_reads),
-            (&mut k.state_writes, &o.state_writes),
-            (&mut k.token_checks, &o.token_checks),
-            (&mut k.token_deletes, &o.token_deletes),
-            (&mut k.schedulers, &o.schedulers),
-        ] {
-            for name in from {
-                if !into.contains(name) {
-                    into.push(name.clone());
-                }
-            }
-        }
+        k.merge(&p.config.knowledge);
     }
     k
 }

@@ -65,18 +65,6 @@ pub struct ConfigError {
 
 const TOP_KEYS: &[&str] = &["rules", "exclude", "knowledge"];
 const LEVELS: &[&str] = &["allow", "warn", "deny"];
-/// The `[knowledge]` keys, in kebab-case like every other staleguard name.
-pub const KNOWLEDGE_KEYS: &[&str] = &[
-    "locks",
-    "transactions",
-    "remote-calls",
-    "state-reads",
-    "state-writes",
-    "token-checks",
-    "token-deletes",
-    "schedulers",
-];
-
 /// Where in a file the staleguard table lives.
 #[derive(Debug, Clone, Copy)]
 pub enum Section {
@@ -246,25 +234,14 @@ fn knowledge(value: &Spanned<DeValue>, config: &mut Config, problems: &mut Vec<C
     };
     for (key, names) in table.iter() {
         let name: &str = key.get_ref();
-        let k = &mut config.knowledge;
-        let slot = match name {
-            "locks" => &mut k.locks,
-            "transactions" => &mut k.transactions,
-            "remote-calls" => &mut k.remote_calls,
-            "state-reads" => &mut k.state_reads,
-            "state-writes" => &mut k.state_writes,
-            "token-checks" => &mut k.token_checks,
-            "token-deletes" => &mut k.token_deletes,
-            "schedulers" => &mut k.schedulers,
-            _ => {
-                problems.push(unknown(
-                    "knowledge key",
-                    name,
-                    KNOWLEDGE_KEYS.iter().copied(),
-                    key.span(),
-                ));
-                continue;
-            }
+        let Some(slot) = config.knowledge.list_mut(name) else {
+            problems.push(unknown(
+                "knowledge key",
+                name,
+                Knowledge::KEYS.iter().map(|k| k.key),
+                key.span(),
+            ));
+            continue;
         };
         if let Some(list) = strings(names, name, problems) {
             slot.extend(list.into_iter().map(|(s, _)| s));

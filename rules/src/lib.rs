@@ -14,6 +14,7 @@ pub mod facts;
 pub mod fxhash;
 pub mod ir;
 pub mod kb;
+mod knowledge;
 mod lower;
 pub mod name;
 mod par;
@@ -27,6 +28,7 @@ pub mod summary;
 pub mod suppress;
 
 pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
+pub use knowledge::{Knowledge, KnowledgeKey};
 
 /// The stack size, in bytes, that threads calling [`Analyzer::lower`] need for deeply nested
 /// input (syn's parser recurses once or more per nesting level; 10,000 levels fit in this).
@@ -38,20 +40,6 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) {
 } else {
     256 * 1024 * 1024
 };
-
-/// Project knowledge supplied by configuration: names of the project's own functions or methods
-/// (`charge`, `PaymentGateway::charge`) that the analyzer should treat as a given effect.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Knowledge {
-    pub locks: Vec<String>,
-    pub transactions: Vec<String>,
-    pub remote_calls: Vec<String>,
-    pub state_reads: Vec<String>,
-    pub state_writes: Vec<String>,
-    pub token_checks: Vec<String>,
-    pub token_deletes: Vec<String>,
-    pub schedulers: Vec<String>,
-}
 
 /// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
 /// tree.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use staleguard_rules::registry;
 
 use crate::schema;
-use crate::support::{BROKEN, CLEAN, Project, Run, bin, repo_root};
+use crate::support::{BROKEN, CLEAN, Project, Run, bin, hermetic, repo_root};
 
 fn occurrences(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
@@ -633,10 +633,11 @@ fn on_a_terminal_colour_is_automatic_unless_no_color() {
     p.write("src/lib.rs", BROKEN);
     let on_tty = |no_color: bool| {
         let mut cmd = std::process::Command::new("script");
-        cmd.current_dir(p.root())
-            .args(["-qec", env!("CARGO_BIN_EXE_cargo-staleguard"), "/dev/null"])
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::null());
+        hermetic(&mut cmd).current_dir(p.root()).args([
+            "-qec",
+            env!("CARGO_BIN_EXE_cargo-staleguard"),
+            "/dev/null",
+        ]);
         if no_color {
             cmd.env("NO_COLOR", "1");
         }

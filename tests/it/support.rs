@@ -3,10 +3,26 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The binary under test.
+/// The binary under test, in an environment that does not depend on the caller's (see
+/// [`hermetic`]).
 pub fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-staleguard"));
+    hermetic(&mut cmd);
+    cmd
+}
+
+/// Removes what the caller's environment could change about a run: `NO_COLOR`, and every
+/// `CARGO_*` variable but `CARGO_HOME` (cargo sets many for a test run, and a caller's
+/// `CARGO_TARGET_DIR` would change which folder the linted project's `target/` is). Standard
+/// input is closed.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
     cmd.env_remove("NO_COLOR").stdin(Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_") && key != "CARGO_HOME" {
+            cmd.env_remove(&*key);
+        }
+    }
     cmd
 }
 

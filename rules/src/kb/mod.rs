@@ -571,42 +571,15 @@ impl Cx<'_> {
     }
 
     fn knowledge_eff(&self, call: &Call, recv: &Class) -> Option<Eff> {
-        let k = self.knowledge;
-        let lists: [(&Vec<String>, K, &str); 8] = [
-            (
-                &k.remote_calls,
-                K::Remote,
-                "makes a remote call (configured)",
-            ),
-            (&k.locks, K::Lock, "takes a lock (configured)"),
-            (
-                &k.transactions,
-                K::TxBegin,
-                "begins a transaction (configured)",
-            ),
-            (&k.state_reads, K::Read, "reads state (configured)"),
-            (&k.state_writes, K::Write, "writes state (configured)"),
-            (&k.token_checks, K::Read, "checks a token (configured)"),
-            (&k.token_deletes, K::Write, "deletes a token (configured)"),
-            (
-                &k.schedulers,
-                K::Schedule,
-                "schedules a delayed task (configured)",
-            ),
-        ];
-        for (i, (list, kind, what)) in lists.iter().enumerate() {
-            for name in list.iter() {
-                if self.matches_name(call, recv, name) {
-                    let mut e = Eff::new(*kind, *what);
-                    if i == 5 || i == 6 {
-                        e.token = true;
-                        e.delete = i == 6;
-                    }
-                    if *kind == K::Schedule {
-                        self.fill_payload(call, &mut e);
-                    }
-                    return Some(e);
+        for (kind, names) in self.knowledge.lists() {
+            if names.iter().any(|name| self.matches_name(call, recv, name)) {
+                let mut e = Eff::new(kind.effect, kind.what);
+                e.token = kind.token;
+                e.delete = kind.delete;
+                if kind.effect == K::Schedule {
+                    self.fill_payload(call, &mut e);
                 }
+                return Some(e);
             }
         }
         None

@@ -585,25 +585,11 @@ const EFFECT_STEPS: &[&str] = &[
 /// A body with no `.await`, no SQL and no effect-carrying call: sync library code. No rule can
 /// fire inside it; only its call edges matter (for summaries).
 fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
-    let known = |n: &str| {
-        [
-            &k.locks,
-            &k.transactions,
-            &k.remote_calls,
-            &k.state_reads,
-            &k.state_writes,
-            &k.token_checks,
-            &k.token_deletes,
-            &k.schedulers,
-        ]
-        .iter()
-        .any(|l| l.iter().any(|x| x.rsplit(':').next() == Some(n)))
-    };
     events.iter().all(|e| match &e.kind {
         crate::ir::Ev::Call(c) => c.steps.iter().all(|s| {
             !s.awaited
                 && !EFFECT_STEPS.contains(&s.name.trim_end_matches('!'))
-                && !known(&s.name)
+                && !k.lists_ident(&s.name)
                 && s.args.iter().all(|a| a.sql().is_none())
         }),
         crate::ir::Ev::Bind(b) => b.sql().is_none(),
