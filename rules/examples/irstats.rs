@@ -162,7 +162,7 @@ fn main() {
         std::mem::size_of::<Step>(),
         std::mem::size_of::<Arg>(),
         std::mem::size_of::<Body>(),
-        std::mem::size_of::<staleguard_rules::sql::SqlInfo>()
+        std::mem::size_of::<SqlInfo>()
     );
     let facts: usize = kept
         .iter()

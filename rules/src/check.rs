@@ -1,15 +1,61 @@
 //! The check pipeline over lowered files: facts → classification → summaries → call-site
-//! effects → rules → suppressions → sorted diagnostics.
+//! effects ([`analyse`]) → the rules that apply to each body → suppressions → sorted
+//! diagnostics ([`run`]).
 
-use crate::diagnostic::{Diagnostic, Level};
+use crate::diagnostic::Diagnostic;
+use crate::effects::{BodyEffects, CallSiteEffects};
 use crate::facts::{BodyId, Facts, PerBody};
-use crate::fxhash::FxHashSet;
-use crate::ir::{Body, Ev};
-use crate::kb::{self, BodyEffects, Eff, K};
+use crate::ir::Body;
+use crate::kb;
 use crate::par::{par_map, par_map_with};
-use crate::rules::{CHECKS, CrateCx, RuleCx, to_span};
-use crate::{Knowledge, LoweredFile, query, summary};
+use crate::rules::{ALL, CrateView, Rule, RuleCx};
+use crate::summary::{self, Summary};
+use crate::{Knowledge, LoweredFile, suppress};
 
+/// Everything known about a crate's bodies before the rules run.
+pub(crate) struct CrateAnalysis<'a> {
+    pub facts: Facts<'a>,
+    /// Every body, in body order.
+    pub ids: Vec<BodyId>,
+    pub bodies: PerBody<&'a Body>,
+    /// What each body's own events do.
+    pub effects: PerBody<BodyEffects>,
+    pub summaries: PerBody<Summary>,
+    /// What each body's call sites gain from their callees.
+    pub sites: PerBody<CallSiteEffects>,
+}
+
+/// Collects the crate facts, classifies every body's events (on up to `threads` threads),
+/// summarises the bodies to a fixpoint, then widens each call site with its callees' effects.
+pub(crate) fn analyse<'a>(
+    knowledge: &Knowledge,
+    files: &'a [LoweredFile],
+    threads: usize,
+) -> CrateAnalysis<'a> {
+    let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
+    let facts = Facts::collect(&irs);
+    let counts = files.iter().map(|f| f.ir.bodies.len());
+    let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
+    let bodies: PerBody<&Body> = PerBody::new(counts, in_order);
+    let classified = par_map_with(&ids, threads, kb::types::Memo::default, |memo, id| {
+        kb::classify_body(&facts, knowledge, id.file, bodies[id], memo)
+    });
+    let effects = PerBody::new_like(&bodies, classified);
+    let summaries = summary::summarize(&facts, &ids, &bodies, &effects, threads);
+    let sites = summary::widen(&ids, &bodies, &effects, &summaries, threads);
+    CrateAnalysis {
+        facts,
+        ids,
+        bodies,
+        effects,
+        summaries,
+        sites,
+    }
+}
+
+/// Runs every enabled rule over the lowered files of one crate or workspace: parse errors,
+/// then each body's findings from the rules that apply to it, with suppressions applied (and
+/// unused ones reported), sorted by file and position.
 pub fn run(
     knowledge: &Knowledge,
     files: &[LoweredFile],
@@ -21,172 +67,35 @@ pub fn run(
         .filter_map(|f| f.parse_error.clone())
         .filter(|d| enabled(d.rule))
         .collect();
-    let bodies: Vec<&[Body]> = files.iter().map(|f| f.ir.bodies.as_slice()).collect();
-    let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
-    let facts = Facts::collect(&irs);
-    let counts = || bodies.iter().map(|bs| bs.len());
-    let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
-    let by_id: PerBody<&Body> = PerBody::new(counts(), in_order);
-    let classified = par_map_with(&ids, threads, kb::types::Memo::default, |memo, id| {
-        kb::classify_body(&facts, knowledge, id.file, by_id[id], memo)
-    });
-    let mut effects: PerBody<BodyEffects> = PerBody::new(counts(), classified);
-    let summaries = summary::summarize(&facts, &ids, &by_id, &effects, threads);
-    // The project's own transaction helpers: fns that hand a closure to a transaction.
-    let tx_helpers: FxHashSet<BodyId> = ids
+    let rules: Vec<&Rule> = ALL
         .iter()
         .copied()
-        .filter(|id| {
-            effects[id]
-                .effs
-                .iter()
-                .flatten()
-                .any(|e| e.kind == K::TxClosure)
-        })
+        .filter(|r| enabled(r.meta.name))
         .collect();
-    // Call sites gain their callees' effects: worked out per body in parallel, then applied.
-    let gained = par_map(&ids, threads, |id| {
-        let fx = &effects[id];
-        let mut gained = Vec::new();
-        for i in 0..fx.callees.len() {
-            let mut add: Vec<Eff> = Vec::new();
-            let closure_arg =
-                matches!(&by_id[id].events[i].kind, Ev::Call(c) if c.all_args().any(|a| a.closure));
-            if closure_arg && fx.callees[i].iter().any(|c| tx_helpers.contains(c)) {
-                let mut e = Eff::new(
-                    K::TxClosure,
-                    "runs a transaction closure (through a crate helper)",
-                );
-                e.via = fx.callees[i]
-                    .iter()
-                    .copied()
-                    .find(|c| tx_helpers.contains(c));
-                add.push(e);
-            }
-            for c in &fx.callees[i] {
-                if let Some(s) = summaries.get(c) {
-                    for (kind, token, _delete, _ev, _via, e) in &s.effects {
-                        if add
-                            .iter()
-                            .any(|a| a.kind == *kind && a.token == *token && a.mem == e.mem)
-                        {
-                            continue;
-                        }
-                        let mut e = e.clone();
-                        e.via = Some(*c);
-                        e.token = *token;
-                        if matches!(kind, K::Lock | K::TxBegin) && !bound(by_id[id], i) {
-                            continue;
-                        }
-                        add.push(e);
-                    }
-                }
-            }
-            if !add.is_empty() {
-                gained.push((i, add));
-            }
-        }
-        gained
-    });
-    for (id, gained) in ids.iter().zip(gained) {
-        let fx = effects.get_mut(id).expect("effects exist");
-        for (i, add) in gained {
-            fx.effs.extend(i, add);
-        }
-    }
-    let krate = CrateCx {
-        paths: files.iter().map(|f| f.path.as_str()).collect(),
-        lines: files.iter().map(|f| &f.lines).collect(),
-        bodies: bodies.clone(),
-        facts: &facts,
-        effects: &effects,
-        summaries: &summaries,
-    };
-    let checks: Vec<_> = CHECKS.iter().filter(|(m, _)| enabled(m.name)).collect();
-    if !checks.is_empty() {
-        let found = par_map(&ids, threads, |id| {
-            let body = by_id[id];
-            let fx = &effects[id];
+    if !rules.is_empty() {
+        let a = analyse(knowledge, files, threads);
+        let krate = CrateView {
+            paths: files.iter().map(|f| f.path.as_str()).collect(),
+            lines: files.iter().map(|f| &f.lines).collect(),
+            bodies: files.iter().map(|f| f.ir.bodies.as_slice()).collect(),
+            facts: &a.facts,
+            effects: &a.effects,
+            sites: &a.sites,
+            summaries: &a.summaries,
+        };
+        let found = par_map(&a.ids, threads, |id| {
+            let cx = RuleCx::new(&krate, *id);
             let mut found = Vec::new();
-            if !worth_checking(fx) {
-                return found;
-            }
-            let cx = RuleCx {
-                krate: &krate,
-                id: *id,
-                body,
-                fx,
-                states: query::states(body, fx),
-                detached: query::detached(body, fx),
-                enter_of: enter_of(body),
-            };
-            for (_, check) in &checks {
-                check(&cx, &mut found);
+            for rule in &rules {
+                if (rule.applies)(&cx) {
+                    (rule.check)(&cx, &mut found);
+                }
             }
             found
         });
         out.extend(found.into_iter().flatten());
     }
-    // Suppressions.
-    let mut used = vec![Vec::new(); files.len()];
-    for (fi, f) in files.iter().enumerate() {
-        used[fi] = vec![false; f.suppressions.len()];
-    }
-    out.retain(|d| {
-        let Some(fi) = files.iter().position(|f| f.path == d.primary.file) else {
-            return true;
-        };
-        let line = d.primary.start.line;
-        let mut keep = true;
-        for (si, s) in files[fi].suppressions.iter().enumerate() {
-            if s.rules.iter().any(|r| r == d.rule) && line >= s.first_line && line <= s.last_line {
-                used[fi][si] = true;
-                keep = false;
-            }
-        }
-        keep
-    });
-    if enabled("unused-suppression") {
-        for (fi, f) in files.iter().enumerate() {
-            for (si, s) in f.suppressions.iter().enumerate() {
-                if used[fi][si] {
-                    continue;
-                }
-                let known = s.rules.iter().all(|r| crate::registry::find(r).is_some());
-                if known && !s.rules.iter().any(|r| enabled(r)) {
-                    continue;
-                }
-                let message = if known {
-                    format!("`allow({})` suppresses nothing", s.rules.join(", "))
-                } else {
-                    let unknown: Vec<&str> = s
-                        .rules
-                        .iter()
-                        .map(String::as_str)
-                        .filter(|r| crate::registry::find(r).is_none())
-                        .collect();
-                    format!(
-                        "unknown rule `{}` in `staleguard: allow(..)`",
-                        unknown.join("`, `")
-                    )
-                };
-                out.push(Diagnostic {
-                    rule: "unused-suppression",
-                    level: Level::Warning,
-                    message,
-                    primary: to_span(&f.path, &f.lines, s.sp),
-                    primary_label: None,
-                    labels: Vec::new(),
-                    help: Some(
-                        "remove the comment, or move it to the line the finding is reported on"
-                            .to_string(),
-                    ),
-                    notes: Vec::new(),
-                    function: None,
-                });
-            }
-        }
-    }
+    suppress::apply(files, &mut out, enabled);
     out.sort_by(|a, b| {
         (&a.primary.file, a.primary.start, a.rule, &a.message).cmp(&(
             &b.primary.file,
@@ -199,46 +108,90 @@ pub fn run(
     out
 }
 
-fn bound(body: &Body, call: usize) -> bool {
-    body.events
-        .iter()
-        .any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.last() == Some(&(call as u32))))
-}
-
-fn enter_of(body: &Body) -> Vec<Option<u32>> {
-    let mut out = vec![None; body.events.len()];
-    let mut stack = Vec::new();
-    for (i, ev) in body.events.iter().enumerate() {
-        match ev.kind {
-            Ev::Enter(_) => stack.push(i as u32),
-            Ev::Leave => out[i] = stack.pop(),
-            _ => {}
+/// See [`crate::Analyzer::dump_effects`].
+#[cfg(feature = "dev")]
+pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads: usize) -> String {
+    use std::fmt::Write as _;
+    let a = analyse(knowledge, files, threads);
+    let name = |c: &BodyId| {
+        let b = a.bodies[c];
+        format!("{}@{}:{}", b.name(), files[c.file as usize].path, b.sp.line)
+    };
+    let mut out = String::new();
+    for id in &a.ids {
+        let fx = &a.effects[id];
+        let sum = &a.summaries[id];
+        let view = crate::effects::Effects {
+            body: fx,
+            sites: &a.sites[id],
+        };
+        let any = view.all().next().is_some()
+            || fx.callees.iter().any(|c| !c.is_empty())
+            || !sum.effects.is_empty();
+        if !any {
+            continue;
+        }
+        let body = a.bodies[id];
+        let _ = writeln!(
+            out,
+            "fn {} txparam={:?} events={}",
+            name(id),
+            fx.tx_param.as_deref(),
+            body.events.len()
+        );
+        for i in 0..body.events.len() as u32 {
+            for e in view.at(i) {
+                let _ = writeln!(
+                    out,
+                    "  {i} {:?} t={:?} lk={} cond={} idg={} del={} mem={} ins={} purge={} tok={} where={:?} what={:?} tx={:?} guard={:?} delayed={} sql={:?} lockclaim={} conf={} via={:?} pay={:?} pty={:?} det={}",
+                    e.kind,
+                    e.table.as_deref(),
+                    e.locking,
+                    e.conditional,
+                    e.ident_guard,
+                    e.delete,
+                    e.in_memory,
+                    e.insert,
+                    e.purge,
+                    e.token,
+                    e.where_cols.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+                    e.what,
+                    e.tx_local.as_deref(),
+                    e.guard,
+                    e.delayed,
+                    e.sql,
+                    e.lock_claim,
+                    e.configured,
+                    e.via.as_ref().map(name),
+                    e.payload.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+                    e.payload_ty.as_deref(),
+                    view.detached(i)
+                );
+            }
+            let cs = view.callees(i);
+            if !cs.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  {i} callees {:?}",
+                    cs.iter().map(name).collect::<Vec<_>>()
+                );
+            }
+        }
+        for exp in &sum.effects {
+            let e = &exp.effect;
+            let _ = writeln!(
+                out,
+                "  sum {:?} tok={} del={} ev={} via={:?} what={:?} t={:?} mem={}",
+                e.kind,
+                e.token,
+                e.delete,
+                exp.at,
+                exp.callee.as_ref().map(name),
+                e.what,
+                e.table.as_deref(),
+                e.in_memory
+            );
         }
     }
     out
-}
-
-/// Whether any rule can fire on a body: the rules need a write under a lock or transaction, a
-/// remote call in a transaction, a token write, or a spawned / delayed task.
-fn worth_checking(fx: &BodyEffects) -> bool {
-    let mut has = [false; 7];
-    has[1] = fx.tx_param.is_some();
-    for e in fx.effs.iter().flatten() {
-        match e.kind {
-            K::Write => {
-                has[0] = true;
-                if e.token || e.mem {
-                    has[5] = true;
-                }
-            }
-            K::Lock | K::TxBegin | K::TxClosure | K::Claim => has[1] = true,
-            K::Remote => has[2] = true,
-            K::Spawn | K::Schedule => has[3] = true,
-            K::Sleep => has[4] = true,
-            K::Read if !e.mem => has[6] = true,
-            _ => {}
-        }
-    }
-    // A persisted read and a write with no protection at all: check-before-lock's lost update.
-    ((has[0] || has[2]) && has[1]) || (has[0] && (has[4] || has[6])) || has[3] || has[5]
 }

@@ -7,7 +7,7 @@
 
 pub use crate::name::Name;
 pub use crate::small::Small;
-use crate::sql::SqlInfo;
+pub use crate::sql::SqlInfo;
 
 /// Accessors for the rarer facts a type keeps in its optional `extra` box: a list reads as empty
 /// and an optional fact as `None` when there is no box.

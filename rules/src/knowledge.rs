@@ -2,7 +2,7 @@
 //! effect, declared once here. The configuration's `[knowledge]` keys, the fixtures' `//@
 //! knowledge.<field>` directives, merging per package and classification all read this table.
 
-use crate::kb::K;
+use crate::effects::EffectKind;
 
 /// One kind of project knowledge: a list of function names (`charge`, `Gateway::charge`,
 /// `payments::charge`) that have one effect.
@@ -14,7 +14,7 @@ pub struct KnowledgeKey {
     pub field: &'static str,
     /// What a listed function does, for documentation (`makes a remote call`).
     pub means: &'static str,
-    pub(crate) effect: K,
+    pub(crate) effect: EffectKind,
     /// The effect concerns a one-time token or idempotency key.
     pub(crate) token: bool,
     /// The effect deletes (consumes) what it concerns.
@@ -43,7 +43,7 @@ macro_rules! knowledge {
                     key: $key,
                     field: stringify!($field),
                     means: $means,
-                    effect: K::$effect,
+                    effect: EffectKind::$effect,
                     token: $token,
                     delete: $delete,
                     what: concat!($means, " (configured)"),

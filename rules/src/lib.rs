@@ -10,22 +10,26 @@
 
 mod check;
 pub mod diagnostic;
-pub mod facts;
-pub mod fxhash;
+mod effects;
+mod facts;
+mod fxhash;
+#[cfg(feature = "dev")]
 pub mod ir;
-pub mod kb;
+#[cfg(not(feature = "dev"))]
+mod ir;
+mod kb;
 mod knowledge;
 mod lower;
-pub mod name;
+mod name;
 mod par;
-pub mod parse;
-pub mod query;
+mod parse;
+mod query;
 pub mod registry;
-pub mod rules;
-pub mod small;
-pub mod sql;
-pub mod summary;
-pub mod suppress;
+mod rules;
+mod small;
+mod sql;
+mod summary;
+mod suppress;
 
 pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
 pub use knowledge::{Knowledge, KnowledgeKey};
@@ -54,7 +58,8 @@ pub struct LoweredFile {
 }
 
 impl LoweredFile {
-    /// The lowered bodies (for tools and tests).
+    /// The lowered bodies (for the dev tools and tests; not a stable API).
+    #[cfg(feature = "dev")]
     pub fn ir(&self) -> &ir::FileIr {
         &self.ir
     }
@@ -163,5 +168,13 @@ impl Analyzer {
     /// reported as `unused-suppression`.
     pub fn check(&self, files: &[LoweredFile], enabled: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
         check::run(&self.knowledge, files, enabled, self.threads)
+    }
+
+    /// What classification and the summaries made of every body with an effect, as text: per
+    /// event its effects (own, then gained from callees) and callees, then the body's summary
+    /// (for the dev tools; not a stable format).
+    #[cfg(feature = "dev")]
+    pub fn dump_effects(&self, files: &[LoweredFile]) -> String {
+        check::dump_effects(&self.knowledge, files, self.threads)
     }
 }

@@ -80,10 +80,6 @@ impl<'a> LineIndex<'a> {
         }
     }
 
-    pub fn text(&self) -> &'a str {
-        self.text
-    }
-
     /// The owned table kept with the lowered file: line starts, plus the text of the lines
     /// that are not ASCII (where a char column is not a byte column).
     pub fn into_lines(self) -> Lines {

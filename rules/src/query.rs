@@ -2,9 +2,9 @@
 //! which lock guards and transactions are live at an event, which events run detached (spawned
 //! or delayed), which locals derive from a read, whether a write's result is checked.
 
+use crate::effects::{Effect, EffectKind, Effects, Sparse};
 use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Ev, Region};
-use crate::kb::{BodyEffects, K};
 use crate::name::Name;
 
 /// A live lock or transaction: the event that opened it and the local holding it.
@@ -22,8 +22,6 @@ pub const TX_PARAM: u32 = u32::MAX;
 pub struct State {
     pub locks: Vec<Open>,
     pub txs: Vec<Open>,
-    /// Inside a spawned task or delayed job (not running in the caller's flow).
-    pub detached: bool,
 }
 
 /// For each call event, the names its result is bound to (`let tx = pool.begin().await?`).
@@ -40,14 +38,16 @@ pub fn binders(body: &Body) -> Vec<Vec<Name>> {
     out
 }
 
-fn is_detaching(fx: &BodyEffects, call: u32) -> bool {
-    fx.effs[call as usize]
+fn is_detaching(effects: &Sparse<Effect>, call: u32) -> bool {
+    effects[call as usize]
         .iter()
-        .any(|e| matches!(e.kind, K::Spawn | K::Schedule))
+        .any(|e| matches!(e.kind, EffectKind::Spawn | EffectKind::Schedule))
 }
 
-/// Which events run detached from the body's flow.
-pub fn detached(body: &Body, fx: &BodyEffects) -> Vec<bool> {
+/// Which events run detached from the body's flow (inside a closure or async block handed to
+/// a spawn or a schedule), from the body's own effects: call sites gain neither from their
+/// callees, so this is computed once, at classification.
+pub fn detached(body: &Body, effects: &Sparse<Effect>) -> Vec<bool> {
     let mut out = vec![false; body.events.len()];
     let mut stack: Vec<bool> = Vec::new();
     let mut cur = false;
@@ -56,7 +56,7 @@ pub fn detached(body: &Body, fx: &BodyEffects) -> Vec<bool> {
             Ev::Enter(r) => {
                 stack.push(cur);
                 if let Region::Closure { call: Some(c) } = r
-                    && is_detaching(fx, *c)
+                    && is_detaching(effects, *c)
                 {
                     cur = true;
                 }
@@ -70,11 +70,11 @@ pub fn detached(body: &Body, fx: &BodyEffects) -> Vec<bool> {
 }
 
 /// The live locks and transactions before each event.
-pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
+pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
     let bind = binders(body);
     let mut out = Vec::with_capacity(body.events.len());
     let mut cur = State::default();
-    if let Some(p) = &fx.tx_param {
+    if let Some(p) = &effects.body.tx_param {
         // The transaction is open for the whole body; `TX_PARAM` marks it.
         cur.txs.push(Open {
             event: TX_PARAM,
@@ -93,12 +93,9 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
                     Region::Closure { call } => {
                         stack.push((saved, true));
                         if let Some(c) = call {
-                            if is_detaching(fx, *c) {
-                                cur = State {
-                                    detached: true,
-                                    ..State::default()
-                                };
-                            } else if fx.effs[*c as usize].iter().any(|e| e.kind == K::TxClosure) {
+                            if is_detaching(&effects.body.direct, *c) {
+                                cur = State::default();
+                            } else if effects.at(*c).any(|e| e.kind == EffectKind::TxClosure) {
                                 cur.txs.push(Open {
                                     event: *c,
                                     name: None,
@@ -120,28 +117,28 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
             Ev::Call(_) => {
                 let names = &bind[i];
                 let held = names.first().filter(|n| n.as_str() != "_").cloned();
-                for e in &fx.effs[i] {
+                for e in effects.at(i as u32) {
                     match e.kind {
-                        K::Lock if held.is_some() => cur.locks.push(Open {
+                        EffectKind::Lock if held.is_some() => cur.locks.push(Open {
                             event: i as u32,
                             name: held.clone(),
                         }),
-                        K::Claim if held.is_some() && e.what.contains("lock") => {
+                        EffectKind::Claim if held.is_some() && e.lock_claim => {
                             cur.locks.push(Open {
                                 event: i as u32,
                                 name: held.clone(),
                             })
                         }
-                        K::TxBegin => cur.txs.push(Open {
+                        EffectKind::TxBegin => cur.txs.push(Open {
                             event: i as u32,
                             name: held.clone(),
                         }),
-                        K::TxCommit | K::TxRollback => {
-                            let on = e.on.as_deref().and_then(|s| s.split('.').next());
+                        EffectKind::TxCommit | EffectKind::TxRollback => {
+                            let on = e.tx_local.as_deref().and_then(|s| s.split('.').next());
                             if let Some(pos) = cur.txs.iter().rposition(|o| o.name.as_deref() == on)
                             {
                                 cur.txs.remove(pos);
-                            } else if e.on.is_none() || on.is_some_and(|n| !n.is_empty()) {
+                            } else if e.tx_local.is_none() || on.is_some_and(|n| !n.is_empty()) {
                                 cur.txs.pop();
                             }
                         }
@@ -163,9 +160,9 @@ pub fn states(body: &Body, fx: &BodyEffects) -> Vec<State> {
                 }
                 // An un-bound redis lock (`SET lock:x NX`) holds until the end of the body.
                 if held.is_none()
-                    && fx.effs[i]
-                        .iter()
-                        .any(|e| e.kind == K::Claim && e.what.contains("lock"))
+                    && effects
+                        .at(i as u32)
+                        .any(|e| e.kind == EffectKind::Claim && e.lock_claim)
                 {
                     cur.locks.push(Open {
                         event: i as u32,
@@ -228,4 +225,31 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
         out.push(from);
     }
     out
+}
+
+/// For each `Leave` event, the index of its `Enter`.
+pub fn enter_of(body: &Body) -> Vec<Option<u32>> {
+    let mut out = vec![None; body.events.len()];
+    let mut stack = Vec::new();
+    for (i, ev) in body.events.iter().enumerate() {
+        match ev.kind {
+            Ev::Enter(_) => stack.push(i as u32),
+            Ev::Leave => out[i] = stack.pop(),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Two tables (or keys, or places) that may be the same state: equal, one a dotted prefix of
+/// the other, or either unknown.
+pub fn same_state(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            a == b
+                || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'))
+                || b.strip_prefix(a).is_some_and(|r| r.starts_with('.'))
+        }
+        _ => true,
+    }
 }

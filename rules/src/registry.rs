@@ -1,4 +1,6 @@
-//! The one list of rules: id, default level, one-line summary and full doc.
+//! Every rule's metadata for the driver (`explain`, `rules`, SARIF, configuration, docs): the
+//! rules of [`crate::rules::ALL`], then the two the analyzer itself reports (`parse-error`,
+//! `unused-suppression`).
 
 use crate::Level;
 use crate::rules;
@@ -28,25 +30,18 @@ static UNUSED_SUPPRESSION: RuleMeta = RuleMeta {
     doc: "### What it does\n\nReports a `// staleguard: allow(rule) -- reason` comment that suppresses no finding, or that names an unknown rule.\n\n### Why is this bad?\n\nA stale suppression outlives the code it was written for and silently hides the next real finding on that line.\n\n### Example\n\n```rust,ignore\n// staleguard: allow(check-before-lock) -- fixed long ago\nlet order = load(id).await?;\n```\n\n### Use instead\n\nRemove the comment, or put it on the line the finding is reported on (or before the fn, impl or mod it should cover).\n\n### Known problems\n\nA suppression for a rule that configuration disables is not reported.\n",
 };
 
-static RULES: &[&RuleMeta] = &[
-    &rules::check_before_lock::RULE,
-    &rules::rpc_in_transaction::RULE,
-    &rules::token_deleted_before_effect::RULE,
-    &rules::timeout_without_operation_id::RULE,
-    &PARSE_ERROR,
-    &UNUSED_SUPPRESSION,
-];
-
 static ALL: std::sync::OnceLock<Vec<RuleMeta>> = std::sync::OnceLock::new();
 
 /// Every rule, in catalogue order.
 pub fn all() -> &'static [RuleMeta] {
     ALL.get_or_init(|| {
-        RULES
+        rules::ALL
             .iter()
+            .map(|r| &r.meta)
+            .chain([&PARSE_ERROR, &UNUSED_SUPPRESSION])
             .map(|r| RuleMeta {
                 doc: clean_doc(r.doc),
-                ..**r
+                ..*r
             })
             .collect()
     })

@@ -1,57 +1,89 @@
-//! Crate-wide function summaries: what each body does (remote I/O, state reads and writes, token
-//! operations, locks and transactions it hands back), propagated along the call graph to a
-//! fixpoint, with the evidence chain kept for diagnostic notes.
+//! Crate-wide function summaries: what each body does when called (remote I/O, state reads and
+//! writes, token operations, locks and transactions it hands back), propagated along the call
+//! graph to a fixpoint, with the evidence chain kept for diagnostic notes; then, once, what each
+//! call site gains from its callees' summaries ([`widen`]).
 
+use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
-use crate::ir::Body;
-use crate::kb::{BodyEffects, Eff, K};
-use crate::query;
+use crate::ir::{Body, Ev};
+use crate::par::par_map;
 
-/// The effects a body has when called, each with the event that shows it.
+/// One effect a body has when called, with its evidence.
+#[derive(Debug, Clone)]
+pub(crate) struct Exported {
+    pub effect: Effect,
+    /// The event of this body that shows it.
+    pub at: u32,
+    /// When that event is a call to another crate fn, the callee it comes from.
+    pub callee: Option<BodyId>,
+}
+
+impl Exported {
+    /// Effects with the same key are one effect to a caller.
+    fn same_key(&self, e: &Effect) -> bool {
+        let mine = &self.effect;
+        mine.kind == e.kind
+            && mine.token == e.token
+            && mine.delete == e.delete
+            && mine.in_memory == e.in_memory
+    }
+}
+
+/// The effects a body has when called, one per kind / token / delete / in-memory key.
 #[derive(Debug, Clone, Default)]
-pub struct Summary {
-    /// Effect kind and token-ness, with its evidence: the event in this body and, when the
-    /// event is a call to another crate fn, that callee.
-    pub effects: Vec<(K, bool, bool, u32, Option<BodyId>, Eff)>,
+pub(crate) struct Summary {
+    pub effects: Vec<Exported>,
 }
 
 impl Summary {
-    pub fn has(&self, kind: K) -> bool {
-        self.effects.iter().any(|e| e.0 == kind)
+    pub fn has(&self, kind: EffectKind) -> bool {
+        self.effects.iter().any(|e| e.effect.kind == kind)
     }
 
     /// Writes persisted state (not only in-memory maps behind a lock).
     pub fn persists(&self) -> bool {
-        self.effects.iter().any(|e| e.0 == K::Write && !e.5.mem)
-    }
-
-    fn holds(&self, kind: K, token: bool, delete: bool, mem: bool) -> bool {
         self.effects
             .iter()
-            .any(|e| e.0 == kind && e.1 == token && e.2 == delete && e.5.mem == mem)
+            .any(|e| e.effect.kind == EffectKind::Write && !e.effect.in_memory)
     }
 
-    fn add(
-        &mut self,
-        kind: K,
-        token: bool,
-        delete: bool,
-        event: u32,
-        via: Option<BodyId>,
-        eff: &Eff,
-    ) -> bool {
-        if self.holds(kind, token, delete, eff.mem) {
+    /// Reads state that is not a token.
+    pub fn reads_state(&self) -> bool {
+        self.effects
+            .iter()
+            .any(|e| e.effect.kind == EffectKind::Read && !e.effect.token)
+    }
+
+    /// The evidence for an effect of `kind` (and, when there is one, of the same token-ness).
+    pub fn evidence(&self, kind: EffectKind, token: bool) -> Option<&Exported> {
+        let of_kind = |e: &&Exported| e.effect.kind == kind;
+        self.effects
+            .iter()
+            .filter(of_kind)
+            .find(|e| e.effect.token == token)
+            .or_else(|| self.effects.iter().find(of_kind))
+    }
+
+    fn holds(&self, e: &Effect) -> bool {
+        self.effects.iter().any(|x| x.same_key(e))
+    }
+
+    fn add(&mut self, effect: &Effect, at: u32, callee: Option<BodyId>) -> bool {
+        if self.holds(effect) {
             return false;
         }
-        self.effects
-            .push((kind, token, delete, event, via, eff.clone()));
+        self.effects.push(Exported {
+            effect: effect.clone(),
+            at,
+            callee,
+        });
         true
     }
 }
 
 /// Which direct effects a body exports to its callers.
-fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
+fn exported(kind: EffectKind, body: &Body, facts: &Facts) -> bool {
     // The return type only matters for locks and transactions; build its text only then.
     let ret = || {
         let mut ret = body.ret.join(" ").to_ascii_lowercase();
@@ -64,14 +96,18 @@ fn exported(kind: K, body: &Body, facts: &Facts) -> bool {
         ret
     };
     match kind {
-        K::Remote | K::Read | K::Write | K::Claim | K::Sleep => true,
-        K::Lock => {
+        EffectKind::Remote
+        | EffectKind::Read
+        | EffectKind::Write
+        | EffectKind::Claim
+        | EffectKind::Sleep => true,
+        EffectKind::Lock => {
             let ret = ret();
             ["guard", "lock", "lease", "permit"]
                 .iter()
                 .any(|w| ret.contains(w))
         }
-        K::TxBegin => ret().contains("transaction") || returns_tx_holder(body, facts),
+        EffectKind::TxBegin => ret().contains("transaction") || returns_tx_holder(body, facts),
         _ => false,
     }
 }
@@ -91,9 +127,9 @@ fn returns_tx_holder(body: &Body, facts: &Facts) -> bool {
 
 /// A commit of a transaction the body was handed (`self.tx.commit()`, `tx.commit()` on a
 /// parameter): calling the body ends the caller's transaction.
-fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
-    e.kind == K::TxCommit
-        && e.on.as_deref().is_some_and(|on| {
+fn commits_handed_tx(e: &Effect, body: &Body) -> bool {
+    e.kind == EffectKind::TxCommit
+        && e.tx_local.as_deref().is_some_and(|on| {
             let root = on.split('.').next().unwrap_or(on);
             root == "self" || body.params.iter().any(|(n, _)| n == root)
         })
@@ -102,32 +138,31 @@ fn commits_handed_tx(e: &Eff, body: &Body) -> bool {
 /// Computes every body's summary: direct effects first (each body on its own, on up to
 /// `threads` threads), then callee effects along call edges with a worklist until nothing
 /// changes.
-pub fn summarize(
+pub(crate) fn summarize(
     facts: &Facts,
     ids: &[BodyId],
     bodies: &PerBody<&Body>,
     effects: &PerBody<BodyEffects>,
     threads: usize,
 ) -> PerBody<Summary> {
-    let direct = crate::par::par_map(ids, threads, |id: &BodyId| {
+    let direct = par_map(ids, threads, |id: &BodyId| {
         let body = bodies[id];
         let fx = &effects[id];
-        let detached = query::detached(body, fx);
         let mut s = Summary::default();
-        for (i, effs) in fx.effs.iter().enumerate() {
-            if detached[i] {
+        for (i, effs) in fx.direct.iter().enumerate() {
+            if fx.detached(i) {
                 continue;
             }
             for e in effs {
                 if exported(e.kind, body, facts) || commits_handed_tx(e, body) {
-                    s.add(e.kind, e.token, e.delete, i as u32, None, e);
+                    s.add(e, i as u32, None);
                 }
             }
         }
         // Call edges (caller event -> callee), outside detached regions.
         let mut out = Vec::new();
         for (i, callees) in fx.callees.iter().enumerate() {
-            if detached[i] {
+            if fx.detached(i) {
                 continue;
             }
             for c in callees {
@@ -165,35 +200,36 @@ pub fn summarize(
             break;
         }
         let body = bodies[&id];
-        let mut add: Vec<(K, bool, bool, u32, BodyId, Eff)> = Vec::new();
+        let mut add: Vec<Exported> = Vec::new();
         let own = &sums[&id];
         for (i, c) in edges.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
             if let Some(cs) = sums.get(c) {
                 for e in &cs.effects {
                     // What the summary already holds (or this round already adds) is not
                     // copied again.
-                    if own.holds(e.0, e.1, e.2, e.5.mem)
-                        || add
-                            .iter()
-                            .any(|a| a.0 == e.0 && a.1 == e.1 && a.2 == e.2 && a.5.mem == e.5.mem)
-                    {
+                    if own.holds(&e.effect) || add.iter().any(|a| a.same_key(&e.effect)) {
                         continue;
                     }
-                    let ok = if matches!(e.0, K::Lock | K::TxBegin) {
-                        exported(e.0, bodies[c], facts) && exported(e.0, body, facts)
+                    let kind = e.effect.kind;
+                    let ok = if matches!(kind, EffectKind::Lock | EffectKind::TxBegin) {
+                        exported(kind, bodies[c], facts) && exported(kind, body, facts)
                     } else {
-                        exported(e.0, body, facts)
+                        exported(kind, body, facts)
                     };
                     if ok {
-                        add.push((e.0, e.1, e.2, *i, *c, e.5.clone()));
+                        add.push(Exported {
+                            effect: e.effect.clone(),
+                            at: *i,
+                            callee: Some(*c),
+                        });
                     }
                 }
             }
         }
         let s = sums.get_mut(&id).expect("summary exists");
         let mut changed = false;
-        for (k, t, d, i, c, e) in add {
-            changed |= s.add(k, t, d, i, Some(c), &e);
+        for a in add {
+            changed |= s.add(&a.effect, a.at, a.callee);
         }
         if changed {
             for caller in callers.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
@@ -204,4 +240,74 @@ pub fn summarize(
         }
     }
     sums
+}
+
+/// What each call site gains from its callees, computed once after the summaries: the
+/// callees' exported effects (each marked `via` its callee; a lock or transaction only where
+/// the call's result is bound, so it can be held), and a transaction closure where a closure is
+/// handed to one of the crate's own transaction helpers (a fn that hands a closure to a
+/// transaction).
+pub(crate) fn widen(
+    ids: &[BodyId],
+    bodies: &PerBody<&Body>,
+    effects: &PerBody<BodyEffects>,
+    summaries: &PerBody<Summary>,
+    threads: usize,
+) -> PerBody<CallSiteEffects> {
+    let tx_helpers: FxHashSet<BodyId> = ids
+        .iter()
+        .copied()
+        .filter(|id| {
+            effects[id]
+                .direct
+                .all()
+                .any(|e| e.kind == EffectKind::TxClosure)
+        })
+        .collect();
+    let gained = par_map(ids, threads, |id| {
+        let fx = &effects[id];
+        let body = bodies[id];
+        let mut gained: Vec<(u32, Effect)> = Vec::new();
+        for (i, callees) in fx.callees.iter().enumerate() {
+            let at = gained.len();
+            let closure_arg =
+                matches!(&body.events[i].kind, Ev::Call(c) if c.all_args().any(|a| a.closure));
+            if closure_arg && let Some(helper) = callees.iter().find(|c| tx_helpers.contains(c)) {
+                let mut e = Effect::new(
+                    EffectKind::TxClosure,
+                    "runs a transaction closure (through a crate helper)",
+                );
+                e.via = Some(*helper);
+                gained.push((i as u32, e));
+            }
+            for c in callees {
+                let Some(s) = summaries.get(c) else { continue };
+                for exp in &s.effects {
+                    let e = &exp.effect;
+                    let seen = gained[at..].iter().any(|(_, a)| {
+                        a.kind == e.kind && a.token == e.token && a.in_memory == e.in_memory
+                    });
+                    if seen
+                        || matches!(e.kind, EffectKind::Lock | EffectKind::TxBegin)
+                            && !bound(body, i)
+                    {
+                        continue;
+                    }
+                    let mut e = e.clone();
+                    e.via = Some(*c);
+                    gained.push((i as u32, e));
+                }
+            }
+        }
+        CallSiteEffects::new(gained)
+    });
+    PerBody::new_like(bodies, gained)
+}
+
+/// Whether the result of call event `call` is bound to a local (a guard or a transaction
+/// handed back can then be held).
+fn bound(body: &Body, call: usize) -> bool {
+    body.events
+        .iter()
+        .any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.last() == Some(&(call as u32))))
 }

@@ -2,7 +2,10 @@
 //! text (syn drops comments). On a code line it covers that line; on its own line it covers the
 //! next code line, or the whole item (fn / impl / mod / ..) that starts there.
 
+use crate::diagnostic::{Diagnostic, Level};
 use crate::ir::Sp;
+use crate::rules::to_span;
+use crate::{LoweredFile, registry};
 
 /// One suppression comment and the lines it covers.
 #[derive(Debug, Clone)]
@@ -105,4 +108,73 @@ fn find_comment(line: &str) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// Drops the findings a suppression covers and reports, when `unused-suppression` is enabled,
+/// each suppression that covered nothing (or names an unknown rule); a suppression of rules
+/// that are all disabled is not reported.
+pub(crate) fn apply(
+    files: &[LoweredFile],
+    out: &mut Vec<Diagnostic>,
+    enabled: &dyn Fn(&str) -> bool,
+) {
+    let mut used = vec![Vec::new(); files.len()];
+    for (fi, f) in files.iter().enumerate() {
+        used[fi] = vec![false; f.suppressions.len()];
+    }
+    out.retain(|d| {
+        let Some(fi) = files.iter().position(|f| f.path == d.primary.file) else {
+            return true;
+        };
+        let line = d.primary.start.line;
+        let mut keep = true;
+        for (si, s) in files[fi].suppressions.iter().enumerate() {
+            if s.rules.iter().any(|r| r == d.rule) && line >= s.first_line && line <= s.last_line {
+                used[fi][si] = true;
+                keep = false;
+            }
+        }
+        keep
+    });
+    if enabled("unused-suppression") {
+        for (fi, f) in files.iter().enumerate() {
+            for (si, s) in f.suppressions.iter().enumerate() {
+                if used[fi][si] {
+                    continue;
+                }
+                let known = s.rules.iter().all(|r| registry::find(r).is_some());
+                if known && !s.rules.iter().any(|r| enabled(r)) {
+                    continue;
+                }
+                let message = if known {
+                    format!("`allow({})` suppresses nothing", s.rules.join(", "))
+                } else {
+                    let unknown: Vec<&str> = s
+                        .rules
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|r| registry::find(r).is_none())
+                        .collect();
+                    format!(
+                        "unknown rule `{}` in `staleguard: allow(..)`",
+                        unknown.join("`, `")
+                    )
+                };
+                out.push(Diagnostic {
+                    rule: "unused-suppression",
+                    level: Level::Warning,
+                    message,
+                    primary: to_span(&f.path, &f.lines, s.sp),
+                    primary_label: None,
+                    labels: Vec::new(),
+                    help: Some(
+                        "remove the comment, or move it to the line the finding is reported on"
+                            .to_string(),
+                    ),
+                    notes: Vec::new(),
+                    function: None,
+                });
+            }
+        }
+    }
 }

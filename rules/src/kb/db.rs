@@ -2,7 +2,8 @@
 //! sqlx, tokio-postgres, deadpool / bb8 connections (by SQL text), diesel and sea-orm builders.
 
 use super::names::{is_operation_identity, is_token_name};
-use super::{Class, Cx, Eff, K};
+use super::{Class, Cx};
+use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 use crate::sql::{SqlInfo, SqlKind, is_plain_key};
@@ -39,7 +40,7 @@ fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
 }
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Effect> {
     let head = call.head();
     let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
     let recv_local = Name::join(&call.recv, ".");
@@ -55,7 +56,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             && (s.name != "run" || call.has_step("build_transaction"))
             && !matches!(recv, Class::Redis | Class::Http | Class::Channel)
         {
-            return Some(Eff::new(K::TxClosure, "runs a transaction closure"));
+            return Some(Effect::new(
+                EffectKind::TxClosure,
+                "runs a transaction closure",
+            ));
         }
         let begin = call.steps.iter().any(|s| {
             matches!(
@@ -79,7 +83,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         {
             // `pool.begin()` / `client.transaction()`: only with DB evidence or an await.
             if db_recv(recv) || call.awaited() {
-                return Some(Eff::new(K::TxBegin, "begins a transaction"));
+                return Some(Effect::new(EffectKind::TxBegin, "begins a transaction"));
             }
         }
         if call.steps.len() <= 3
@@ -88,11 +92,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             && (*recv == Class::DbTx || !call.recv.is_empty())
             && *recv != Class::Broker
         {
-            let mut e = Eff::new(
+            let mut e = Effect::new(
                 if head == "commit" {
-                    K::TxCommit
+                    EffectKind::TxCommit
                 } else {
-                    K::TxRollback
+                    EffectKind::TxRollback
                 },
                 if head == "commit" {
                     "commits"
@@ -100,7 +104,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                     "rolls back"
                 },
             );
-            e.on = Some(recv_local);
+            e.tx_local = Some(recv_local);
             return Some(e);
         }
     }
@@ -165,7 +169,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             "delete" => "runs a diesel `delete`",
             _ => "runs a diesel insert",
         };
-        let mut e = Eff::new(K::Write, kind_word).with_table(table.clone());
+        let mut e = Effect::new(EffectKind::Write, kind_word).with_table(table.clone());
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";
@@ -187,8 +191,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         && (call.recv.len() == 1 || call.recv.last().is_some_and(|p| p == "table"))
         && call.steps.len() >= 2
     {
-        let mut e =
-            Eff::new(K::Read, "loads rows with diesel").with_table(Some(table_of(&call.recv[0])));
+        let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
+            .with_table(Some(table_of(&call.recv[0])));
         e.token = e.table.as_deref().is_some_and(is_token_name);
         e.locking = call.steps.iter().any(|s| {
             matches!(
@@ -218,7 +222,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 if runs(&["one", "all", "stream", "count", "paginate"]) =>
             {
                 let e_token_read = is_token_name(&entity);
-                let mut e = Eff::new(K::Read, format!("reads `{entity}` with sea-orm"))
+                let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
                     .with_table(Some(entity));
                 e.token = e_token_read;
                 e.locking = call.steps.iter().any(|s| {
@@ -244,8 +248,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 if matches!(flast, "delete_by_id") {
                     where_cols.push("id".into());
                 }
-                let mut e = Eff::new(K::Write, format!("writes `{entity}` with sea-orm"))
-                    .with_table(Some(entity.clone()));
+                let mut e =
+                    Effect::new(EffectKind::Write, format!("writes `{entity}` with sea-orm"))
+                        .with_table(Some(entity.clone()));
                 e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
                 e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
                 e.delete = flast.starts_with("delete");
@@ -280,8 +285,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             .first()
             .and_then(|r| cx.local_modules.get(r))
             .map(|m| normalize_table(m));
-        let mut e =
-            Eff::new(K::Write, format!("runs `{head}` on an active model")).with_table(table);
+        let mut e = Effect::new(
+            EffectKind::Write,
+            format!("runs `{head}` on an active model"),
+        )
+        .with_table(table);
         e.insert = head == "insert";
         e.delete = head == "delete";
         return Some(e);
@@ -321,7 +329,7 @@ pub fn normalize_table(t: &str) -> Name {
     Name::from(s)
 }
 
-fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
+fn sql_eff(sql: &SqlInfo, call: &Call) -> Effect {
     let table = sql.table().map(normalize_table);
     let verb = match sql.kind {
         SqlKind::Select => "SELECT",
@@ -338,21 +346,24 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Eff {
         None => format!("runs `{verb}`"),
     };
     let kind = match sql.kind {
-        SqlKind::Select => K::Read,
-        SqlKind::Update | SqlKind::Delete => K::Write,
+        SqlKind::Select => EffectKind::Read,
+        SqlKind::Update | SqlKind::Delete => EffectKind::Write,
         SqlKind::Insert => {
             if sql.on_conflict_nothing {
-                K::Claim
+                EffectKind::Claim
             } else {
-                K::Write
+                EffectKind::Write
             }
         }
-        SqlKind::Begin => K::TxBegin,
-        SqlKind::Commit => K::TxCommit,
-        SqlKind::Rollback => K::TxRollback,
-        SqlKind::Other => K::Write,
+        SqlKind::Begin => EffectKind::TxBegin,
+        SqlKind::Commit => EffectKind::TxCommit,
+        SqlKind::Rollback => EffectKind::TxRollback,
+        SqlKind::Other => EffectKind::Write,
     };
-    let mut e = Eff::new(kind, what).with_table(table);
+    let mut e = Effect::new(kind, what).with_table(table);
+    e.sql = Some(sql.kind);
+    // `INSERT INTO job_locks .. ON CONFLICT DO NOTHING`: a lock row claimed.
+    e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
     e.conditional = sql.is_conditional();
     e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));

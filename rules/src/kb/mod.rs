@@ -14,180 +14,12 @@ mod sync;
 pub mod types;
 
 use crate::Knowledge;
+use crate::effects::{BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
 use crate::ir::{Body, Call, Ev, StructLit};
 use crate::name::Name;
 use crate::sql::SqlInfo;
 pub use types::Class;
-
-/// What a call does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum K {
-    Lock,
-    TxBegin,
-    TxCommit,
-    TxRollback,
-    /// `conn.transaction(|c| ..)`: the closure argument runs inside a transaction.
-    TxClosure,
-    Read,
-    Write,
-    Remote,
-    /// `tokio::spawn` & co.: closure arguments run detached.
-    Spawn,
-    Sleep,
-    /// A delayed task or job (`DelayQueue::insert`, `enqueue_in`).
-    Schedule,
-    /// An atomic claim of a key (`SET NX`, `INSERT .. ON CONFLICT DO NOTHING`, Lua script,
-    /// `GETDEL`).
-    Claim,
-}
-
-/// One classified effect of a call event.
-#[derive(Debug, Clone)]
-pub struct Eff {
-    pub kind: K,
-    /// Table, entity, redis key or in-memory place the effect touches.
-    pub table: Option<Name>,
-    /// `SELECT .. FOR UPDATE` and ORM equivalents.
-    pub locking: bool,
-    /// A write whose filter tests more than the key.
-    pub conditional: bool,
-    /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
-    pub ident_guard: bool,
-    pub delete: bool,
-    /// In-memory state behind a lock (not persisted).
-    pub mem: bool,
-    /// Creates a new row (`INSERT`) rather than changing one.
-    pub insert: bool,
-    /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
-    pub purge: bool,
-    /// The columns a write's filter compares (SQL and ORM filters).
-    pub where_cols: Box<[Name]>,
-    /// Concerns an idempotency key / one-time token.
-    pub token: bool,
-    /// Human description: "sends an HTTP request", "runs `UPDATE orders`" (most are static
-    /// text, so building and copying effects allocates no string for them).
-    pub what: std::borrow::Cow<'static, str>,
-    /// The local a commit / rollback applies to.
-    pub on: Option<Name>,
-    /// The callee whose summary gives this effect.
-    pub via: Option<BodyId>,
-    /// Schedule payload: field or captured names, and the payload's struct type.
-    pub payload: Vec<Name>,
-    pub payload_ty: Option<Name>,
-}
-
-impl Eff {
-    pub fn new(kind: K, what: impl Into<std::borrow::Cow<'static, str>>) -> Eff {
-        Eff {
-            kind,
-            table: None,
-            locking: false,
-            conditional: false,
-            ident_guard: false,
-            delete: false,
-            mem: false,
-            insert: false,
-            purge: false,
-            where_cols: Box::default(),
-            token: false,
-            what: what.into(),
-            on: None,
-            via: None,
-            payload: Vec::new(),
-            payload_ty: None,
-        }
-    }
-
-    pub fn with_table<T: Into<Name>>(mut self, t: Option<T>) -> Eff {
-        self.table = t.map(Into::into);
-        self
-    }
-}
-
-/// A per-event table where most events have nothing: 4 bytes per event plus the entries, and
-/// nothing at all until the first entry (most bodies never get one).
-#[derive(Debug, Clone)]
-pub struct Sparse<T> {
-    len: usize,
-    /// Per event, 1 + its slot, or 0; empty while no event has a slot.
-    idx: Vec<u32>,
-    slots: Vec<Vec<T>>,
-}
-
-impl<T> Sparse<T> {
-    pub fn new(n: usize) -> Self {
-        Sparse {
-            len: n,
-            idx: Vec::new(),
-            slots: Vec::new(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn slot(&mut self, i: usize) -> &mut Vec<T> {
-        assert!(i < self.len, "event {i} of {}", self.len);
-        if self.idx.is_empty() {
-            self.idx = vec![0; self.len];
-        }
-        if self.idx[i] == 0 {
-            self.slots.push(Vec::new());
-            self.idx[i] = self.slots.len() as u32;
-        }
-        let k = self.idx[i] as usize - 1;
-        &mut self.slots[k]
-    }
-
-    pub fn set(&mut self, i: usize, v: Vec<T>) {
-        if !v.is_empty() || self.idx.get(i).is_some_and(|&k| k != 0) {
-            *self.slot(i) = v;
-        }
-    }
-
-    pub fn push(&mut self, i: usize, v: T) {
-        self.slot(i).push(v);
-    }
-
-    pub fn extend(&mut self, i: usize, v: impl IntoIterator<Item = T>) {
-        let mut it = v.into_iter().peekable();
-        if it.peek().is_some() {
-            self.slot(i).extend(it);
-        }
-    }
-
-    /// Entries per event, in event order.
-    pub fn iter(&self) -> impl Iterator<Item = &[T]> {
-        (0..self.len).map(|i| &self[i])
-    }
-}
-
-impl<T> std::ops::Index<usize> for Sparse<T> {
-    type Output = [T];
-
-    fn index(&self, i: usize) -> &[T] {
-        match self.idx.get(i) {
-            Some(&k) if k != 0 => &self.slots[k as usize - 1],
-            _ => &[],
-        }
-    }
-}
-
-/// The classified effects of one body: per event, its direct effects, and the crate bodies a
-/// call may run.
-#[derive(Debug, Clone)]
-pub struct BodyEffects {
-    pub effs: Sparse<Eff>,
-    pub callees: Sparse<BodyId>,
-    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
-    pub tx_param: Option<Name>,
-}
 
 /// Per-body classification context.
 pub(crate) struct Cx<'a> {
@@ -250,17 +82,14 @@ pub fn classify_body(
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
-    let mut out = BodyEffects {
-        effs: Sparse::new(n),
-        callees: Sparse::new(n),
-        tx_param,
-    };
+    let mut direct: Sparse<Effect> = Sparse::new(n);
+    let mut callees = Sparse::new(n);
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
             Ev::Call(call) => {
-                let (effs, callees) = cx.classify(call);
-                out.effs.set(i, effs);
-                out.callees.set(i, callees);
+                let (effs, called) = cx.classify(call);
+                direct.set(i, effs);
+                callees.set(i, called);
             }
             Ev::Bind(b) => {
                 let class = if let Some(ty) = b.ty() {
@@ -268,7 +97,7 @@ pub fn classify_body(
                 } else if let Some(&last) = b.calls.last() {
                     let last = last as usize;
                     match &body.events[last].kind {
-                        Ev::Call(c) => cx.result_class(c, &out.effs[last]),
+                        Ev::Call(c) => cx.result_class(c, &direct[last]),
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {
@@ -282,9 +111,9 @@ pub fn classify_body(
                     b.lit().map(|l| Class::User(l.ty.clone()))
                 };
                 let locked = b.calls.last().and_then(|&l| {
-                    out.effs[l as usize]
+                    direct[l as usize]
                         .iter()
-                        .find(|e| e.kind == K::Lock)
+                        .find(|e| e.kind == EffectKind::Lock)
                         .and_then(|e| e.table.clone())
                 });
                 if let (Some(ty), [name]) = (b.ty(), b.names.as_slice())
@@ -332,10 +161,13 @@ pub fn classify_body(
                 // `g.balance -= amount` / `*g = ..` through a guard.
                 let root = target.split('.').next().unwrap_or(target);
                 if cx.env.get(root) == Some(&Class::Guard) {
-                    let mut e = Eff::new(K::Write, format!("writes through the guard `{target}`"))
-                        .with_table(cx.guard_places.get(root).cloned());
-                    e.mem = true;
-                    out.effs.push(i, e);
+                    let mut e = Effect::new(
+                        EffectKind::Write,
+                        format!("writes through the guard `{target}`"),
+                    )
+                    .with_table(cx.guard_places.get(root).cloned());
+                    e.in_memory = true;
+                    direct.push(i, e);
                 }
             }
             _ => {}
@@ -344,10 +176,10 @@ pub fn classify_body(
     // `seats.lock().unwrap().hold(seat)`: a crate method called on a temporary mutex guard
     // reads the guarded state when it takes `&self` and writes it when it takes `&mut self`.
     for i in 0..n {
-        let effs = &out.effs[i];
+        let effs = &direct[i];
         if let Some(pos) = effs
             .iter()
-            .position(|e| e.kind == K::Lock && e.on.as_deref() == Some(sync::TEMP_DOMAIN))
+            .position(|e| e.kind == EffectKind::Lock && e.guard == GuardUse::TemporaryMethod)
         {
             let Ev::Call(call) = &body.events[i].kind else {
                 continue;
@@ -371,13 +203,20 @@ pub fn classify_body(
             let mut v = effs.to_vec();
             let e = &mut v[pos];
             let place = e.table.clone().unwrap_or_default();
-            e.kind = if writes { K::Write } else { K::Read };
+            e.kind = if writes {
+                EffectKind::Write
+            } else {
+                EffectKind::Read
+            };
             e.what = format!("{} `{place}`", if writes { "writes" } else { "reads" }).into();
-            e.mem = true;
-            e.on = Some("temp".into());
-            out.effs.set(i, v);
+            e.in_memory = true;
+            e.guard = GuardUse::Temporary;
+            direct.set(i, v);
         }
     }
+    let detached = crate::query::detached(body, &direct);
+    let mut out = BodyEffects::new(direct, callees, tx_param);
+    out.set_detached(detached);
     out
 }
 
@@ -451,7 +290,7 @@ impl Cx<'_> {
         None
     }
 
-    fn classify(&self, call: &Call) -> (Vec<Eff>, Vec<BodyId>) {
+    fn classify(&self, call: &Call) -> (Vec<Effect>, Vec<BodyId>) {
         let recv = self.recv_class(call);
         if let Some(e) = self.knowledge_eff(call, &recv) {
             return (vec![e], Vec::new());
@@ -479,11 +318,11 @@ impl Cx<'_> {
     }
 
     /// The class of a value bound from a call.
-    fn result_class(&self, call: &Call, effs: &[Eff]) -> Option<Class> {
+    fn result_class(&self, call: &Call, effs: &[Effect]) -> Option<Class> {
         for e in effs {
             match e.kind {
-                K::TxBegin => return Some(Class::DbTx),
-                K::Lock => return Some(Class::Guard),
+                EffectKind::TxBegin => return Some(Class::DbTx),
+                EffectKind::Lock => return Some(Class::Guard),
                 _ => {}
             }
         }
@@ -570,13 +409,14 @@ impl Cx<'_> {
         None
     }
 
-    fn knowledge_eff(&self, call: &Call, recv: &Class) -> Option<Eff> {
+    fn knowledge_eff(&self, call: &Call, recv: &Class) -> Option<Effect> {
         for (kind, names) in self.knowledge.lists() {
             if names.iter().any(|name| self.matches_name(call, recv, name)) {
-                let mut e = Eff::new(kind.effect, kind.what);
+                let mut e = Effect::new(kind.effect, kind.what);
+                e.configured = true;
                 e.token = kind.token;
                 e.delete = kind.delete;
-                if kind.effect == K::Schedule {
+                if kind.effect == EffectKind::Schedule {
                     self.fill_payload(call, &mut e);
                 }
                 return Some(e);
@@ -614,7 +454,7 @@ impl Cx<'_> {
     }
 
     /// Fills a schedule effect's payload from its arguments.
-    pub fn fill_payload(&self, call: &Call, e: &mut Eff) {
+    pub fn fill_payload(&self, call: &Call, e: &mut Effect) {
         for a in call.all_args() {
             if let Some(l) = a.lit() {
                 e.payload.extend(l.fields.iter().cloned());
@@ -784,24 +624,7 @@ fn is_common_method(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Sparse, has};
-
-    #[test]
-    fn sparse_reads_as_one_list_per_event() {
-        let mut t: Sparse<u8> = Sparse::new(4);
-        t.set(1, Vec::new());
-        assert_eq!(t.len(), 4);
-        assert!(t.iter().all(<[u8]>::is_empty), "nothing set yet");
-        assert_eq!(&t[9], &[] as &[u8], "out of range reads as empty");
-        t.set(2, vec![7]);
-        t.push(2, 8);
-        t.extend(0, [1]);
-        t.extend(3, []);
-        let rows: Vec<&[u8]> = t.iter().collect();
-        assert_eq!(rows, [&[1][..], &[], &[7, 8], &[]]);
-        t.set(2, Vec::new());
-        assert!(t[2].is_empty(), "a set slot can be emptied");
-    }
+    use super::has;
 
     #[test]
     fn has_agrees_with_str_contains() {

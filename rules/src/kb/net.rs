@@ -2,13 +2,14 @@
 //! rdkafka / NATS publish. Channel sends (`tx.send(msg).await`) are not remote calls.
 
 use super::names::is_remote_name;
-use super::{Class, Cx, Eff, K};
+use super::{Class, Cx};
+use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
     if *recv == Class::Channel {
         return None;
     }
@@ -24,7 +25,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         })
         || resolved.starts_with("reqwest::blocking::") && matches!(call.func_last(), "get" | "post")
     {
-        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     // Blocking clients (`reqwest::blocking`) have type evidence instead of an `.await`.
     if !call.awaited() {
@@ -34,13 +35,13 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                 .iter()
                 .any(|s| s.name == "send" && s.args.is_empty())
         {
-            return Some(Eff::new(K::Remote, "sends an HTTP request"));
+            return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
         }
         return None;
     }
     // `reqwest::get(url).await`
     if resolved.starts_with("reqwest") && call.steps.first().is_some_and(|s| s.awaited) {
-        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     // `.send()` with no arguments after a builder: reqwest and aws-sdk.
     if let Some(i) = call
@@ -52,13 +53,16 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         let http =
             *recv == Class::Http || before.iter().any(|s| HTTP_VERBS.contains(&s.name.as_str()));
         if *recv == Class::Aws {
-            return Some(Eff::new(K::Remote, "calls an AWS service"));
+            return Some(Effect::new(EffectKind::Remote, "calls an AWS service"));
         }
         if http {
-            return Some(Eff::new(K::Remote, "sends an HTTP request"));
+            return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
         }
         if !before.is_empty() || matches!(recv, Class::Unknown(_)) {
-            return Some(Eff::new(K::Remote, "sends a request (`.send().await`)"));
+            return Some(Effect::new(
+                EffectKind::Remote,
+                "sends a request (`.send().await`)",
+            ));
         }
     }
     // hyper.
@@ -68,10 +72,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         .find(|s| s.awaited && matches!(s.name.as_str(), "send_request" | "request"))
         && (*recv == Class::Http || s.name == "send_request")
     {
-        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     if *recv == Class::Http && call.steps.iter().any(|s| s.awaited && s.name == "execute") {
-        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     // An awaited call handed a remote client: `stripe::PaymentIntent::create(&self.stripe, ..)`.
     let client_arg = call.steps.iter().filter(|s| s.awaited).flat_map(|s| &s.args).any(|a| {
@@ -85,7 +89,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         })
     });
     if client_arg && !call.func.is_empty() {
-        return Some(Eff::new(K::Remote, "calls a remote API through its client"));
+        return Some(Effect::new(
+            EffectKind::Remote,
+            "calls a remote API through its client",
+        ));
     }
     if *recv == Class::Http
         && call
@@ -93,7 +100,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .iter()
             .any(|s| s.awaited && HTTP_VERBS.contains(&s.name.as_str()))
     {
-        return Some(Eff::new(K::Remote, "sends an HTTP request"));
+        return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     // Brokers.
     if call.steps.iter().any(|s| {
@@ -104,7 +111,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             )
     }) && !matches!(recv, Class::User(_) | Class::Trait(_))
     {
-        return Some(Eff::new(K::Remote, "publishes a message"));
+        return Some(Effect::new(EffectKind::Remote, "publishes a message"));
     }
     if call
         .steps
@@ -115,11 +122,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                 .all_args()
                 .any(|a| a.calls().iter().any(|c| c.contains("FutureRecord"))))
     {
-        return Some(Eff::new(K::Remote, "publishes a message to Kafka"));
+        return Some(Effect::new(
+            EffectKind::Remote,
+            "publishes a message to Kafka",
+        ));
     }
     // tonic: an awaited call on a generated client or with a `Request::new(..)` argument.
     if *recv == Class::Grpc && call.steps.iter().any(|s| s.awaited) {
-        return Some(Eff::new(K::Remote, "makes a gRPC call"));
+        return Some(Effect::new(EffectKind::Remote, "makes a gRPC call"));
     }
     if call.steps.iter().any(|s| {
         s.awaited
@@ -134,17 +144,17 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                 .iter()
                 .any(|a| a.paths.iter().any(|p| p.ends_with("into_request")))
     }) {
-        return Some(Eff::new(K::Remote, "makes a gRPC call"));
+        return Some(Effect::new(EffectKind::Remote, "makes a gRPC call"));
     }
     if *recv == Class::Aws && call.steps.iter().any(|s| s.awaited) {
-        return Some(Eff::new(K::Remote, "calls an AWS service"));
+        return Some(Effect::new(EffectKind::Remote, "calls an AWS service"));
     }
     None
 }
 
 /// The last resort: an awaited call on a receiver whose name says it is a remote client
 /// (`self.payment_gateway.charge(..).await`) and whose code is not in the crate.
-pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
+pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Effect> {
     if !call.func.is_empty() || !call.steps.first().is_some_and(|s| s.awaited) {
         return None;
     }
@@ -194,8 +204,8 @@ pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Eff> {
         ""
     };
     if is_remote_name(place) || is_remote_name(type_name) {
-        return Some(Eff::new(
-            K::Remote,
+        return Some(Effect::new(
+            EffectKind::Remote,
             format!(
                 "calls `{}` on `{}`, a remote client by its name",
                 call.head(),

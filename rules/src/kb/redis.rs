@@ -2,11 +2,12 @@
 //! methods (`get`, `del`, `set_nx`, `getdel`, ..).
 
 use super::names::is_token_name;
-use super::{Class, Cx, Eff, K};
+use super::{Class, Cx};
+use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
     // Lua scripts are atomic.
     if resolved.contains("Script")
         && call
@@ -14,7 +15,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .iter()
             .any(|s| s.name.starts_with("invoke") || s.name == "eval")
     {
-        let mut e = Eff::new(K::Claim, "runs a Lua script atomically");
+        let mut e = Effect::new(EffectKind::Claim, "runs a Lua script atomically");
         e.token = true;
         e.table = key_of(cx, call, 1);
         return Some(e);
@@ -54,7 +55,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
             || (atomic && names.len() > 1)
         {
-            K::Claim
+            EffectKind::Claim
         } else if names.iter().any(|c| {
             matches!(
                 *c,
@@ -76,29 +77,26 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                     | "MSET"
             )
         }) {
-            K::Write
+            EffectKind::Write
         } else if names.iter().any(|c| {
             matches!(
                 *c,
                 "GET" | "EXISTS" | "HGET" | "HGETALL" | "MGET" | "SISMEMBER" | "TTL"
             )
         }) {
-            K::Read
+            EffectKind::Read
         } else {
             return None;
         };
-        let mut e = Eff::new(eff, format!("runs redis `{}`", names.join(" ")));
+        let mut e = Effect::new(eff, format!("runs redis `{}`", names.join(" ")));
         e.delete = names
             .iter()
             .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
         e.token = token;
         e.table = key;
-        if eff == K::Claim
-            && e.table
-                .as_deref()
-                .is_some_and(|k| k.to_ascii_lowercase().contains("lock"))
-        {
+        if eff == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
             e.what = "acquires a redis lock".into();
+            e.lock_claim = true;
         }
         return Some(e);
     }
@@ -119,15 +117,19 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         return None;
     }
     let kind = match name {
-        "set_nx" | "hset_nx" | "set_options" if name != "set_options" || has_nx(step) => K::Claim,
+        "set_nx" | "hset_nx" | "set_options" if name != "set_options" || has_nx(step) => {
+            EffectKind::Claim
+        }
         "del" | "unlink" | "hdel" | "get_del" | "getdel" | "set" | "set_ex" | "pset_ex"
         | "hset" | "hset_multiple" | "incr" | "decr" | "expire" | "sadd" | "srem" | "zadd"
-        | "lpush" | "rpush" | "mset" | "set_options" => K::Write,
-        "get" | "exists" | "hget" | "hgetall" | "mget" | "sismember" | "ttl" | "hexists" => K::Read,
+        | "lpush" | "rpush" | "mset" | "set_options" => EffectKind::Write,
+        "get" | "exists" | "hget" | "hgetall" | "mget" | "sismember" | "ttl" | "hexists" => {
+            EffectKind::Read
+        }
         _ => return None,
     };
     if matches!(recv, Class::Unknown(_))
-        && !matches!(kind, K::Claim)
+        && !matches!(kind, EffectKind::Claim)
         && name != "del"
         && name != "exists"
         && name != "get_del"
@@ -141,18 +143,20 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             return None;
         }
     }
-    let mut e = Eff::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
+    let mut e = Effect::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
     e.delete = matches!(name, "del" | "unlink" | "hdel" | "get_del" | "getdel");
     e.table = key_of(cx, call, 0);
     e.token = e.table.as_deref().is_some_and(is_token_name);
-    if kind == K::Claim
-        && e.table
-            .as_deref()
-            .is_some_and(|k| k.to_ascii_lowercase().contains("lock"))
-    {
+    if kind == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
         e.what = "acquires a redis lock".into();
+        e.lock_claim = true;
     }
     Some(e)
+}
+
+/// A key named as a lock (`lock:order:{}`, `seat_lock`).
+fn names_a_lock(key: &str) -> bool {
+    key.to_ascii_lowercase().contains("lock")
 }
 
 fn has_nx(step: &crate::ir::Step) -> bool {

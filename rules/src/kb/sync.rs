@@ -1,7 +1,8 @@
 //! Locks (tokio::sync, std::sync, parking_lot, per-key lock maps), guarded in-memory state,
 //! task spawning, sleeps and delayed work (`tokio::time`, `DelayQueue`, job queues).
 
-use super::{Class, Cx, Eff, K};
+use super::{Class, Cx};
+use crate::effects::{Effect, EffectKind, GuardUse};
 use crate::ir::Call;
 use crate::name::Name;
 
@@ -20,9 +21,6 @@ const LOCK_STEPS: &[&str] = &[
 pub(super) fn is_after_lock_noise(name: &str) -> bool {
     AFTER_LOCK_NOISE.contains(&name) || matches!(name, "await")
 }
-
-/// `on` of a temporary mutex guard with a domain method called on it.
-pub(super) const TEMP_DOMAIN: &str = "temp-domain";
 
 const AFTER_LOCK_NOISE: &[&str] = &[
     "unwrap",
@@ -76,7 +74,7 @@ const MEM_WRITES: &[&str] = &[
     "append",
 ];
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Eff> {
+pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
     let flast = call.func_last();
 
     // Access through a guard held in a local.
@@ -89,16 +87,20 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .cloned();
         if let Some(first) = call.steps.first() {
             let kind = if MEM_WRITES.contains(&first.name.as_str()) {
-                K::Write
+                EffectKind::Write
             } else if MEM_READS.contains(&first.name.as_str()) {
-                K::Read
+                EffectKind::Read
             } else {
                 return None;
             };
-            let verb = if kind == K::Write { "writes" } else { "reads" };
+            let verb = if kind == EffectKind::Write {
+                "writes"
+            } else {
+                "reads"
+            };
             let mut e =
-                Eff::new(kind, format!("{verb} through the guard `{place}`")).with_table(locked);
-            e.mem = true;
+                Effect::new(kind, format!("{verb} through the guard `{place}`")).with_table(locked);
+            e.in_memory = true;
             return Some(e);
         }
         return None;
@@ -111,8 +113,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             "run_later" | "new_one_shot_async" | "new_one_shot" | "spawn_after" | "call_later"
         ) && s.args.iter().any(|a| a.closure)
     }) {
-        let mut e = Eff::new(K::Spawn, "schedules a delayed closure");
-        e.on = Some("delayed".into());
+        let mut e = Effect::new(EffectKind::Spawn, "schedules a delayed closure");
+        e.delayed = true;
         return Some(e);
     }
 
@@ -126,7 +128,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             || resolved.contains("async_std"))
         && call.steps.len() <= 2
     {
-        return Some(Eff::new(K::Spawn, "spawns a task"));
+        return Some(Effect::new(EffectKind::Spawn, "spawns a task"));
     }
     if call.func.is_empty()
         && let Some(s) = call
@@ -135,7 +137,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .find(|s| s.name == "spawn" || s.name == "spawn_local")
         && s.args.iter().any(|a| a.closure)
     {
-        return Some(Eff::new(K::Spawn, "spawns a task"));
+        return Some(Effect::new(EffectKind::Spawn, "spawns a task"));
     }
 
     // Sleeps and timers.
@@ -145,7 +147,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             || resolved.contains("tokio")
             || resolved.contains("thread"))
     {
-        return Some(Eff::new(K::Sleep, "sleeps"));
+        return Some(Effect::new(EffectKind::Sleep, "sleeps"));
     }
     if call.func.is_empty()
         && call
@@ -153,7 +155,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .first()
             .is_some_and(|s| s.name == "tick" && s.awaited)
     {
-        return Some(Eff::new(K::Sleep, "waits for a timer tick"));
+        return Some(Effect::new(EffectKind::Sleep, "waits for a timer tick"));
     }
 
     // Delayed work.
@@ -161,8 +163,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         let delay_queue =
             *recv == Class::DelayQueue && matches!(step.name.as_str(), "insert" | "insert_at");
         if delay_queue || !matches!(step.name.as_str(), "insert" | "insert_at") {
-            let mut e = Eff::new(
-                K::Schedule,
+            let mut e = Effect::new(
+                EffectKind::Schedule,
                 if delay_queue {
                     "inserts into a `DelayQueue`"
                 } else {
@@ -182,15 +184,17 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         let place = Name::join(&call.recv, ".");
         let first = call.steps.first().map(|s| s.name.as_str()).unwrap_or("");
         let (kind, verb) = match first {
-            "get" | "contains_key" | "contains" | "len" | "is_empty" | "iter" => (K::Read, "reads"),
-            "get_mut" | "entry" | "alter" => (K::Lock, "takes a write guard on"),
+            "get" | "contains_key" | "contains" | "len" | "is_empty" | "iter" => {
+                (EffectKind::Read, "reads")
+            }
+            "get_mut" | "entry" | "alter" => (EffectKind::Lock, "takes a write guard on"),
             "insert" | "remove" | "retain" | "clear" | "remove_if" | "alter_all" => {
-                (K::Write, "writes")
+                (EffectKind::Write, "writes")
             }
             _ => return None,
         };
-        let mut e = Eff::new(kind, format!("{verb} `{place}`")).with_table(Some(place));
-        e.mem = true;
+        let mut e = Effect::new(kind, format!("{verb} `{place}`")).with_table(Some(place));
+        e.in_memory = true;
         return Some(e);
     }
     // Distributed lock managers: `locks.lock(resource, ttl).await`.
@@ -203,7 +207,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         })
         && s.awaited
     {
-        let mut e = Eff::new(K::Lock, "acquires a distributed lock");
+        let mut e = Effect::new(EffectKind::Lock, "acquires a distributed lock");
         e.table = Some(Name::join(&call.recv, "."));
         return Some(e);
     }
@@ -257,44 +261,54 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             break;
         }
     }
-    let mut e = Eff::new(K::Lock, format!("takes the lock on `{lock_place}`"));
+    let mut e = Effect::new(
+        EffectKind::Lock,
+        format!("takes the lock on `{lock_place}`"),
+    );
     e.table = Some(lock_place.clone());
     if let Some(first) = rest.first() {
         // A temporary guard: the access after it is the effect that matters.
         if MEM_WRITES.contains(first) {
-            let mut w = Eff::new(K::Write, format!("writes `{place}`"));
-            w.mem = true;
+            let mut w = Effect::new(EffectKind::Write, format!("writes `{place}`"));
+            w.in_memory = true;
             w.table = Some(place);
-            w.on = Some("temp".into());
+            w.guard = GuardUse::Temporary;
             return Some(w);
         }
         if MEM_READS.contains(first) || rest.iter().any(|r| MEM_READS.contains(r)) {
-            let mut r = Eff::new(K::Read, format!("reads `{place}`"));
-            r.mem = true;
+            let mut r = Effect::new(EffectKind::Read, format!("reads `{place}`"));
+            r.in_memory = true;
             r.table = Some(place);
-            r.on = Some("temp".into());
+            r.guard = GuardUse::Temporary;
             return Some(r);
         }
         if !rest.iter().all(|r| LOCK_STEPS.contains(r) || *r == "clone") {
             // A domain method on the guarded value: a read guard reads, a write guard writes.
             let kind = match step.name.as_str() {
-                "read" | "read_owned" | "upgradable_read" => K::Read,
-                "write" | "write_owned" | "try_write" => K::Write,
+                "read" | "read_owned" | "upgradable_read" => EffectKind::Read,
+                "write" | "write_owned" | "try_write" => EffectKind::Write,
                 // A mutex has one kind of guard: whether the method reads or writes is told
                 // by its use (see `classify_body`).
                 "lock" | "blocking_lock" => {
-                    let mut e = Eff::new(K::Lock, format!("takes the lock on `{lock_place}`"))
-                        .with_table(Some(place));
-                    e.on = Some(TEMP_DOMAIN.into());
+                    let mut e = Effect::new(
+                        EffectKind::Lock,
+                        format!("takes the lock on `{lock_place}`"),
+                    )
+                    .with_table(Some(place));
+                    e.guard = GuardUse::TemporaryMethod;
                     return Some(e);
                 }
                 _ => return None,
             };
-            let verb = if kind == K::Write { "writes" } else { "reads" };
-            let mut e =
-                Eff::new(kind, format!("{verb} `{place}` (`{}`)", first)).with_table(Some(place));
-            e.mem = true;
-            e.on = Some("temp".into());
+            let verb = if kind == EffectKind::Write {
+                "writes"
+            } else {
+                "reads"
+            };
+            let mut e = Effect::new(kind, format!("{verb} `{place}` (`{}`)", first))
+                .with_table(Some(place));
+            e.in_memory = true;
+            e.guard = GuardUse::Temporary;
             return Some(e);
         }
     }

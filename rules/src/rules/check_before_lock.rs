@@ -2,10 +2,10 @@
 //! written under it without a re-read (TOCTOU); also a plain SELECT inside a transaction, a branch
 //! on it, and an unguarded UPDATE of the same row.
 
-use super::{RuleCx, declare_rule};
+use super::RuleCx;
 use crate::diagnostic::Diagnostic;
+use crate::effects::EffectKind;
 use crate::ir::{Ev, Region};
-use crate::kb::K;
 use crate::name::Name;
 use crate::query::{self, TX_PARAM};
 
@@ -84,14 +84,33 @@ declare_rule! {
     /// called on the write guard (`holder.write().await.advance_from(stage)`) counts as the
     /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
     /// analysis does not prove that its test is the same condition.
-    pub static RULE = {
+    pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
         summary: "state read and tested before the lock or transaction, not re-read after it",
+        applies: applies,
+        check: check,
     };
 }
 
-pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+/// Every shape needs a write and a read before it, and something to be stale against: a lock,
+/// a transaction, a claim, a temporary guard, or a persisted read (the no-lock form).
+fn applies(cx: &RuleCx<'_>) -> bool {
+    let k = cx.kinds();
+    k.has(EffectKind::Write)
+        && k.has(EffectKind::Read)
+        && (k.has(EffectKind::Lock)
+            || k.has(EffectKind::TxBegin)
+            || k.has(EffectKind::TxClosure)
+            || k.has(EffectKind::Claim)
+            || cx.effects().body.tx_param.is_some()
+            || cx.effects().all().any(|e| {
+                e.kind == EffectKind::Read && !e.in_memory
+                    || e.kind == EffectKind::Write && e.temporary()
+            }))
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
@@ -99,16 +118,16 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     // One finding per stale read: later writes from the same read are the same bug.
     let mut reported_reads: Vec<u32> = Vec::new();
     for w in 0..n {
-        if cx.detached[w as usize] {
+        if cx.detached(w) {
             continue;
         }
-        let Some(write) = cx.eff(w, K::Write) else {
+        let Some(write) = cx.eff(w, EffectKind::Write) else {
             continue;
         };
         // A deleted token is another rule's business; an INSERT creates a row, it does not
         // update the one that was read.
         // In-memory effects are judged only where they happen, not through helpers.
-        if write.token && write.delete || write.insert || write.mem && write.via.is_some() {
+        if write.token && write.delete || write.insert || write.in_memory && write.via.is_some() {
             continue;
         }
         let checked = !query::tests_of(cx.body, w).is_empty();
@@ -119,8 +138,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if write.via.is_some()
             && cx
                 .effs(w)
-                .iter()
-                .any(|e| e.kind == K::Read && e.via == write.via)
+                .any(|e| e.kind == EffectKind::Read && e.via == write.via)
         {
             continue;
         }
@@ -128,17 +146,15 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // writes (`holder.write().await.commit_stage(key)` re-checking the stage under the
         // write guard): the check is repeated under the lock.
         if write.via.is_none()
-            && cx.fx.callees[w as usize].iter().any(|c| {
-                cx.krate
-                    .summaries
-                    .get(c)
-                    .is_some_and(|s| s.effects.iter().any(|e| e.0 == K::Read && !e.1))
-            })
+            && cx
+                .callees(w)
+                .iter()
+                .any(|c| cx.krate.summaries.get(c).is_some_and(|s| s.reads_state()))
         {
             continue;
         }
-        let st = &cx.states[w as usize];
-        let temp = write.on.as_deref() == Some("temp");
+        let st = &cx.state(w);
+        let temp = write.temporary();
         let mut protections: Vec<(u32, &str)> = Vec::new();
         for l in &st.locks {
             protections.push((l.event, "lock taken here"));
@@ -159,10 +175,10 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 break;
             }
             let reread = (p + usize::from(!temp) as u32..w).any(|r| {
-                !cx.detached[r as usize]
-                    && cx.effs(r).iter().any(|e| {
-                        e.kind == K::Read
-                            && RuleCx::same_state(e.table.as_deref(), wtable)
+                !cx.detached(r)
+                    && cx.effs(r).any(|e| {
+                        e.kind == EffectKind::Read
+                            && query::same_state(e.table.as_deref(), wtable)
                             && bound_or_tested(cx, r)
                     })
             });
@@ -170,19 +186,19 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             for r in (0..p).rev() {
-                if cx.detached[r as usize] {
+                if cx.detached(r) {
                     continue;
                 }
-                let Some(read) = cx.eff(r, K::Read) else {
+                let Some(read) = cx.eff(r, EffectKind::Read) else {
                     continue;
                 };
                 // The read must be able to reach the write (not on a path that always returns).
-                if !RuleCx::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
+                if !query::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
                     continue;
                 }
                 // In-memory state: the same lock's place, and not a cache fill (an `insert(k, v)`
                 // of a freshly computed value, the same whichever racer wins).
-                if (write.mem || read.mem)
+                if (write.in_memory || read.in_memory)
                     && (read.via.is_some() && !own_accessor(cx, read, wtable)
                         || wtable.is_none()
                         || read.table.as_deref() != wtable
@@ -251,9 +267,9 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
         let from = if tx.event == TX_PARAM { 0 } else { tx.event };
         let locked = (from..w).any(|r| {
-            cx.effs(r).iter().any(|e| {
-                (e.kind == K::Read && e.locking || e.kind == K::Lock)
-                    && RuleCx::same_state(e.table.as_deref(), wtable)
+            cx.effs(r).any(|e| {
+                (e.kind == EffectKind::Read && e.locking || e.kind == EffectKind::Lock)
+                    && query::same_state(e.table.as_deref(), wtable)
             })
         });
         if locked || !st.locks.is_empty() || serializable(cx, from, w) {
@@ -265,21 +281,21 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             tx.event + 1
         };
         for r in (first..w).rev() {
-            if cx.detached[r as usize] {
+            if cx.detached(r) {
                 continue;
             }
-            let Some(read) = cx.eff(r, K::Read) else {
+            let Some(read) = cx.eff(r, EffectKind::Read) else {
                 continue;
             };
             // A token row is state like any other: a use count read without a row lock and
             // written back is a lost update (deleting the token is the token rule's business).
             if read.locking
                 || read.table.is_none()
-                || !RuleCx::same_state(read.table.as_deref(), wtable)
+                || !query::same_state(read.table.as_deref(), wtable)
             {
                 continue;
             }
-            if !cx.states[r as usize].locks.is_empty() {
+            if !cx.state(r).locks.is_empty() {
                 continue;
             }
             let tests = query::tests_of(cx.body, r);
@@ -305,10 +321,7 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 .push(cx.label(r, "state read here without `FOR UPDATE`"));
             d.labels.push(cx.label(c, "checked here"));
             if tx.event == TX_PARAM {
-                d.labels.push(crate::diagnostic::Label {
-                    span: cx.span(cx.body.sp),
-                    message: "the transaction is passed in here".to_string(),
-                });
+                d.labels.push(cx.tx_param_label());
             } else {
                 d.labels.push(cx.label(tx.event, "transaction begun here"));
             }
@@ -344,7 +357,7 @@ fn callee_retests(cx: &RuleCx<'_>, w: u32, r: u32, via: Option<crate::facts::Bod
     let by_name: Vec<crate::facts::BodyId>;
     let callees: &[crate::facts::BodyId] = match &via {
         Some(c) => std::slice::from_ref(c),
-        None if !cx.fx.callees[w as usize].is_empty() => &cx.fx.callees[w as usize],
+        None if !cx.callees(w).is_empty() => cx.callees(w),
         None => {
             let Ev::Call(call) = &cx.body.events[w as usize].kind else {
                 return false;
@@ -416,22 +429,22 @@ fn depends_on(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
 fn unprotected(
     cx: &RuleCx<'_>,
     w: u32,
-    write: &crate::kb::Eff,
+    write: &crate::effects::Effect,
     reported_reads: &mut Vec<u32>,
 ) -> Option<Diagnostic> {
-    if write.mem || write.insert || write.delete || write.token || write.table.is_none() {
+    if write.in_memory || write.insert || write.delete || write.token || write.table.is_none() {
         return None;
     }
     let wtable = write.table.as_deref();
     for r in (0..w).rev() {
-        if cx.detached[r as usize] || reported_reads.contains(&r) {
+        if cx.detached(r) || reported_reads.contains(&r) {
             continue;
         }
-        let Some(read) = cx.eff(r, K::Read) else {
+        let Some(read) = cx.eff(r, EffectKind::Read) else {
             continue;
         };
-        let st = &cx.states[r as usize];
-        if read.mem
+        let st = &cx.state(r);
+        if read.in_memory
             || read.locking
             || read.table.as_deref() != wtable
             || !st.txs.is_empty()
@@ -458,8 +471,7 @@ fn unprotected(
         // Re-read between the test and the write: the later read is the one that counts.
         if (r + 1..w).any(|x| {
             cx.effs(x)
-                .iter()
-                .any(|e| e.kind == K::Read && e.table.as_deref() == wtable)
+                .any(|e| e.kind == EffectKind::Read && e.table.as_deref() == wtable)
         }) {
             return None;
         }
@@ -518,7 +530,7 @@ fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
 /// A read through a method of the same type that reads the same `self.` place itself (a getter
 /// like `self.balance_of(user)` taking and dropping the read guard): the place is the one the
 /// caller writes, not a lookalike reached through a long chain.
-fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) -> bool {
+fn own_accessor(cx: &RuleCx<'_>, read: &crate::effects::Effect, wtable: Option<&str>) -> bool {
     let (Some(c), Some(t)) = (read.via, wtable) else {
         return false;
     };
@@ -528,10 +540,12 @@ fn own_accessor(cx: &RuleCx<'_>, read: &crate::kb::Eff, wtable: Option<&str>) ->
     let callee = cx.krate.body(c);
     callee.self_ty.is_some()
         && callee.self_ty == cx.body.self_ty
-        && cx.krate.summaries.get(&c).is_some_and(|s| {
-            s.effects
-                .iter()
-                .any(|e| e.0 == K::Read && e.4.is_none() && e.5.table.as_deref() == Some(t))
+        && cx.krate.summary(c).is_some_and(|s| {
+            s.effects.iter().any(|e| {
+                e.effect.kind == EffectKind::Read
+                    && e.callee.is_none()
+                    && e.effect.table.as_deref() == Some(t)
+            })
         })
 }
 

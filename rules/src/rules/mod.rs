@@ -1,79 +1,164 @@
-//! The rules, one file each. A rule is a declaration (name, level, summary, doc) and a `check`
-//! function over one body's trace, effects and live state; it pushes diagnostics into a sink.
+//! The rules, one file (or folder) each. A rule is one [`declare_rule!`]: its metadata and doc,
+//! `applies` (may the rule fire on this body? answered from the body's effects, so the checker
+//! skips bodies no rule could fire on) and `check` (the pass over one body that pushes its
+//! findings). [`ALL`] lists them; it is generated (see below), so adding a rule is its file,
+//! its `fixtures/<rule>/` folder and its generated doc page.
 
-pub mod check_before_lock;
-pub mod rpc_in_transaction;
-pub mod timeout_without_operation_id;
-pub mod token_deleted_before_effect;
+use std::cell::OnceCell;
 
-use crate::diagnostic::{Diagnostic, Label, Level, Position, Span};
+use crate::diagnostic::{Diagnostic, Label, Position, Span};
+use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet};
 use crate::facts::{BodyId, Facts, PerBody};
-use crate::ir::{Body, Sp};
-use crate::kb::{BodyEffects, Eff, K};
+use crate::ir::{Body, Ev, Region, Sp};
 use crate::parse::Lines;
-use crate::query::State;
+use crate::query::{self, State};
 use crate::registry::RuleMeta;
 use crate::summary::Summary;
 
-/// Declares a rule's metadata from its doc comment.
+/// A rule: what it is called and documents, when it may fire, and its check.
+pub(crate) struct Rule {
+    pub meta: RuleMeta,
+    /// May the rule fire on this body? A cheap test of the body's effects (`cx.kinds()`,
+    /// `cx.effects()`); a body it answers `false` for is not checked. It must answer `true`
+    /// wherever `check` could report.
+    pub applies: fn(&RuleCx<'_>) -> bool,
+    pub check: fn(&RuleCx<'_>, &mut Vec<Diagnostic>),
+}
+
+/// Declares a rule from its doc comment (the fixed headings: What it does, Why is this bad?,
+/// Example, Use instead, Known problems), its id, default level and one-line summary, and its
+/// `applies` and `check` functions.
 macro_rules! declare_rule {
-    ($(#[doc = $doc:literal])* $vis:vis static $id:ident = { name: $name:literal, level: $level:ident, summary: $summary:literal $(,)? };) => {
-        $vis static $id: $crate::registry::RuleMeta = $crate::registry::RuleMeta {
-            name: $name,
-            default_level: $crate::diagnostic::Level::$level,
-            summary: $summary,
-            doc: concat!($($doc, "\n"),*),
+    (
+        $(#[doc = $doc:literal])*
+        $vis:vis static $id:ident = {
+            name: $name:literal,
+            level: $level:ident,
+            summary: $summary:literal,
+            applies: $applies:path,
+            check: $check:path $(,)?
+        };
+    ) => {
+        $vis static $id: $crate::rules::Rule = $crate::rules::Rule {
+            meta: $crate::registry::RuleMeta {
+                name: $name,
+                default_level: $crate::diagnostic::Level::$level,
+                summary: $summary,
+                doc: concat!($($doc, "\n"),*),
+            },
+            applies: $applies,
+            check: $check,
         };
     };
 }
-pub(crate) use declare_rule;
+// (Rule files see the macro by textual scope: they are declared below it.)
 
-/// A rule's check function.
-pub type CheckFn = fn(&RuleCx<'_>, &mut Vec<Diagnostic>);
+// @generated rule list: `STALEGUARD_BLESS=1 cargo test -p staleguard-rules --test conventions`
+// adds a line for each rule file (or folder) in this directory and removes the lines of those
+// gone; the order, the catalogue's, is kept. Do not edit between the markers by hand.
+// @generated begin
+mod check_before_lock;
+mod rpc_in_transaction;
+mod timeout_without_operation_id;
+mod token_deleted_before_effect;
 
-/// Every rule with a check, in catalogue order.
-pub static CHECKS: &[(&RuleMeta, CheckFn)] = &[
-    (&check_before_lock::RULE, check_before_lock::check),
-    (&rpc_in_transaction::RULE, rpc_in_transaction::check),
-    (
-        &token_deleted_before_effect::RULE,
-        token_deleted_before_effect::check,
-    ),
-    (
-        &timeout_without_operation_id::RULE,
-        timeout_without_operation_id::check,
-    ),
+/// Every rule, in catalogue order.
+pub(crate) static ALL: &[&Rule] = &[
+    &check_before_lock::RULE,
+    &rpc_in_transaction::RULE,
+    &token_deleted_before_effect::RULE,
+    &timeout_without_operation_id::RULE,
 ];
+// @generated end
 
 /// What the whole crate knows, shared by every body's check.
-pub struct CrateCx<'a> {
+pub(crate) struct CrateView<'a> {
     pub paths: Vec<&'a str>,
     pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
     pub facts: &'a Facts<'a>,
     pub effects: &'a PerBody<BodyEffects>,
+    pub sites: &'a PerBody<CallSiteEffects>,
     pub summaries: &'a PerBody<Summary>,
 }
 
-impl CrateCx<'_> {
-    pub fn body(&self, id: BodyId) -> &Body {
+impl<'a> CrateView<'a> {
+    pub fn body(&self, id: BodyId) -> &'a Body {
         &self.bodies[id.file as usize][id.body as usize]
+    }
+
+    /// A body's effects as rules see them (own, then gained at call sites).
+    pub fn effects_of(&self, id: BodyId) -> Effects<'a> {
+        Effects {
+            body: &self.effects[&id],
+            sites: &self.sites[&id],
+        }
+    }
+
+    pub fn summary(&self, id: BodyId) -> Option<&'a Summary> {
+        self.summaries.get(&id)
     }
 }
 
-/// One body under check.
-pub struct RuleCx<'a> {
-    pub krate: &'a CrateCx<'a>,
+/// One body under check: its trace, its effects, and the shared questions about them
+/// (computed on first use).
+pub(crate) struct RuleCx<'a> {
+    pub krate: &'a CrateView<'a>,
     pub id: BodyId,
     pub body: &'a Body,
-    pub fx: &'a BodyEffects,
-    pub states: Vec<State>,
-    pub detached: Vec<bool>,
-    /// For each `Leave`, the index of its `Enter`.
-    pub enter_of: Vec<Option<u32>>,
+    effects: Effects<'a>,
+    kinds: KindSet,
+    states: OnceCell<Vec<State>>,
+    enter_of: OnceCell<Vec<Option<u32>>>,
 }
 
-impl RuleCx<'_> {
+impl<'a> RuleCx<'a> {
+    pub fn new(krate: &'a CrateView<'a>, id: BodyId) -> Self {
+        let effects = krate.effects_of(id);
+        RuleCx {
+            krate,
+            id,
+            body: krate.body(id),
+            effects,
+            kinds: KindSet::of(effects),
+            states: OnceCell::new(),
+            enter_of: OnceCell::new(),
+        }
+    }
+
+    /// The effect kinds the body has (own and gained).
+    pub fn kinds(&self) -> KindSet {
+        self.kinds
+    }
+
+    pub fn effects(&self) -> Effects<'a> {
+        self.effects
+    }
+
+    /// The live locks and transactions before each event.
+    pub fn states(&self) -> &[State] {
+        self.states
+            .get_or_init(|| query::states(self.body, self.effects))
+    }
+
+    pub fn state(&self, i: u32) -> &State {
+        &self.states()[i as usize]
+    }
+
+    /// For each `Leave`, the index of its `Enter`.
+    pub fn enter_of(&self) -> &[Option<u32>] {
+        self.enter_of.get_or_init(|| query::enter_of(self.body))
+    }
+
+    /// Whether event `i` runs detached (in a spawned or delayed closure).
+    pub fn detached(&self, i: u32) -> bool {
+        self.effects.detached(i)
+    }
+
+    pub fn callees(&self, i: u32) -> &'a [BodyId] {
+        self.effects.callees(i)
+    }
+
     pub fn path(&self) -> &str {
         self.krate.paths[self.id.file as usize]
     }
@@ -93,31 +178,34 @@ impl RuleCx<'_> {
         }
     }
 
-    pub fn effs(&self, i: u32) -> &[Eff] {
-        &self.fx.effs[i as usize]
+    /// The effects of event `i`.
+    pub fn effs(&self, i: u32) -> impl Iterator<Item = &'a Effect> + Clone {
+        self.effects.at(i)
     }
 
-    pub fn has(&self, i: u32, kind: K) -> bool {
-        self.effs(i).iter().any(|e| e.kind == kind)
+    pub fn has(&self, i: u32, kind: EffectKind) -> bool {
+        self.effects.find(i, kind).is_some()
     }
 
-    pub fn eff(&self, i: u32, kind: K) -> Option<&Eff> {
-        self.effs(i).iter().find(|e| e.kind == kind)
+    pub fn eff(&self, i: u32, kind: EffectKind) -> Option<&'a Effect> {
+        self.effects.find(i, kind)
     }
 
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end
     /// of the innermost diverging branch around `i`, or the end of the body.
     pub fn reach_end(&self, i: u32) -> u32 {
+        let enter_of = self.enter_of();
         let mut depth = 0i32;
-        for j in (i as usize + 1)..self.body.events.len() {
-            match &self.body.events[j].kind {
-                crate::ir::Ev::Enter(_) => depth += 1,
-                crate::ir::Ev::Leave => {
+        let after = (i as usize + 1..).zip(&self.body.events[i as usize + 1..]);
+        for (j, ev) in after {
+            match &ev.kind {
+                Ev::Enter(_) => depth += 1,
+                Ev::Leave => {
                     if depth == 0 {
-                        if let Some(e) = self.enter_of[j]
+                        if let Some(e) = enter_of[j]
                             && matches!(
                                 self.body.events[e as usize].kind,
-                                crate::ir::Ev::Enter(crate::ir::Region::Branch { diverges: true })
+                                Ev::Enter(Region::Branch { diverges: true })
                             )
                         {
                             return j as u32;
@@ -126,7 +214,7 @@ impl RuleCx<'_> {
                         depth -= 1;
                     }
                 }
-                crate::ir::Ev::Exit if depth == 0 => return j as u32,
+                Ev::Exit if depth == 0 => return j as u32,
                 _ => {}
             }
         }
@@ -134,32 +222,28 @@ impl RuleCx<'_> {
     }
 
     /// Notes naming the summary chain behind an effect obtained through a call.
-    pub fn chain_notes(&self, eff: &Eff) -> Vec<String> {
+    pub fn chain_notes(&self, eff: &Effect) -> Vec<String> {
         let mut notes = Vec::new();
         let mut via = eff.via;
         let mut guard = 0;
         while let (Some(c), true) = (via, guard < 6) {
             guard += 1;
             let body = self.krate.body(c);
-            let Some(sum) = self.krate.summaries.get(&c) else {
-                break;
-            };
-            let Some(entry) = sum
-                .effects
-                .iter()
-                .find(|e| e.0 == eff.kind && e.1 == eff.token)
-                .or_else(|| sum.effects.iter().find(|e| e.0 == eff.kind))
+            let Some(entry) = self
+                .krate
+                .summary(c)
+                .and_then(|s| s.evidence(eff.kind, eff.token))
             else {
                 break;
             };
-            let ev = &body.events[entry.3 as usize];
+            let ev = &body.events[entry.at as usize];
             let path = self.krate.paths[c.file as usize];
-            match entry.4 {
+            match entry.callee {
                 None => {
                     notes.push(format!(
                         "`{}` {} at {}:{}",
                         body.name(),
-                        entry.5.what,
+                        entry.effect.what,
                         path,
                         ev.sp.line
                     ));
@@ -180,10 +264,11 @@ impl RuleCx<'_> {
         notes
     }
 
-    pub fn diag(&self, meta: &RuleMeta, primary: u32, message: String) -> Diagnostic {
+    /// A finding of `rule` at event `primary`, for the rule to fill in.
+    pub fn diag(&self, rule: &Rule, primary: u32, message: String) -> Diagnostic {
         Diagnostic {
-            rule: meta.name,
-            level: meta.default_level,
+            rule: rule.meta.name,
+            level: rule.meta.default_level,
             message,
             primary: self.ev_span(primary),
             primary_label: None,
@@ -194,20 +279,16 @@ impl RuleCx<'_> {
         }
     }
 
-    /// Two tables (or keys, or places) that may be the same state.
-    pub fn same_state(a: Option<&str>, b: Option<&str>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => {
-                a == b
-                    || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'))
-                    || b.strip_prefix(a).is_some_and(|r| r.starts_with('.'))
-            }
-            _ => true,
+    /// A label on the body's signature: the transaction handed in as a parameter.
+    pub fn tx_param_label(&self) -> Label {
+        Label {
+            span: self.span(self.body.sp),
+            message: "the transaction is passed in here".to_string(),
         }
     }
 }
 
-pub fn to_span(file: &str, lines: &Lines, sp: Sp) -> Span {
+pub(crate) fn to_span(file: &str, lines: &Lines, sp: Sp) -> Span {
     Span {
         file: file.to_string(),
         start: Position {
@@ -221,8 +302,4 @@ pub fn to_span(file: &str, lines: &Lines, sp: Sp) -> Span {
         byte_start: lines.byte(sp.line, sp.col) as usize,
         byte_end: lines.byte(sp.end_line, sp.end_col) as usize,
     }
-}
-
-pub fn level_of(meta: &RuleMeta) -> Level {
-    meta.default_level
 }

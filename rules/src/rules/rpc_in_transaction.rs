@@ -1,9 +1,10 @@
 //! `rpc-in-transaction`: a remote call (directly or through a helper) while a database
 //! transaction is open, or inside a transaction closure.
 
-use super::{RuleCx, declare_rule};
+use super::RuleCx;
 use crate::diagnostic::Diagnostic;
-use crate::kb::K;
+use crate::effects::EffectKind;
+use crate::query::TX_PARAM;
 
 declare_rule! {
     /// ### What it does
@@ -50,18 +51,29 @@ declare_rule! {
     /// crate's own functions; a client behind a trait object implemented outside the crate is
     /// recognised only by its name (`gateway`, `client`, ..) or through configured
     /// `knowledge.remote_calls`.
-    pub static RULE = {
+    pub(crate) static RULE = {
         name: "rpc-in-transaction",
         level: Error,
         summary: "remote call while a database transaction is open",
+        applies: applies,
+        check: check,
     };
 }
 
-pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+/// A remote call, and a transaction it could be inside.
+fn applies(cx: &RuleCx<'_>) -> bool {
+    let k = cx.kinds();
+    k.has(EffectKind::Remote)
+        && (k.has(EffectKind::TxBegin)
+            || k.has(EffectKind::TxClosure)
+            || cx.effects().body.tx_param.is_some())
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     for i in 0..cx.body.events.len() as u32 {
-        let st = &cx.states[i as usize];
+        let st = &cx.state(i);
         let Some(tx) = st.txs.last() else { continue };
-        let Some(remote) = cx.eff(i, K::Remote) else {
+        let Some(remote) = cx.eff(i, EffectKind::Remote) else {
             continue;
         };
         let message = match remote.via {
@@ -76,14 +88,11 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             Some(_) => "called inside the transaction".to_string(),
             None => format!("{} inside the transaction", remote.what),
         });
-        if tx.event == crate::query::TX_PARAM {
-            d.labels.push(crate::diagnostic::Label {
-                span: cx.span(cx.body.sp),
-                message: "the transaction is passed in here".to_string(),
-            });
+        if tx.event == TX_PARAM {
+            d.labels.push(cx.tx_param_label());
         }
-        let closure = tx.event != crate::query::TX_PARAM && cx.has(tx.event, K::TxClosure);
-        if tx.event != crate::query::TX_PARAM {
+        let closure = tx.event != TX_PARAM && cx.has(tx.event, EffectKind::TxClosure);
+        if tx.event != TX_PARAM {
             d.labels.push(cx.label(
                 tx.event,
                 if closure {

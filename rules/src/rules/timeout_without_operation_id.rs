@@ -1,12 +1,12 @@
 //! `timeout-without-operation-id`: a delayed task or timer whose payload carries a resource id
 //! but no operation identity, and whose action writes state without comparing one (ABA).
 
-use super::{RuleCx, declare_rule};
+use super::RuleCx;
 use crate::diagnostic::Diagnostic;
+use crate::effects::{Effect, EffectKind, Effects};
 use crate::facts::BodyId;
 use crate::fxhash::FxHashSet;
 use crate::ir::{Ev, Region};
-use crate::kb::K;
 use crate::kb::names::{is_operation_identity, is_resource_id};
 use crate::name::Name;
 
@@ -61,20 +61,30 @@ declare_rule! {
     /// Identities are recognised by name (`reservation_id`, `attempt`, `generation`, `version`,
     /// `lease`, `token`, ..). A `DelayQueue` consumer or job handler that the crate does not
     /// define is not inspected: the payload alone decides.
-    pub static RULE = {
+    pub(crate) static RULE = {
         name: "timeout-without-operation-id",
         level: Error,
         summary: "delayed task carries only the resource id and acts without checking the operation identity",
+        applies: applies,
+        check: check,
     };
 }
 
-pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+/// A spawned or scheduled task, or a loop that waits, reads and writes (a sweep).
+fn applies(cx: &RuleCx<'_>) -> bool {
+    let k = cx.kinds();
+    k.has(EffectKind::Spawn)
+        || k.has(EffectKind::Schedule)
+        || k.has(EffectKind::Sleep) && k.has(EffectKind::Read) && k.has(EffectKind::Write)
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     sweeps(cx, out);
     let n = cx.body.events.len() as u32;
     for s in 0..n {
-        if cx.has(s, K::Spawn) {
+        if cx.has(s, EffectKind::Spawn) {
             spawned(cx, s, out);
-        } else if let Some(eff) = cx.eff(s, K::Schedule) {
+        } else if let Some(eff) = cx.eff(s, EffectKind::Schedule) {
             scheduled(cx, s, eff, out);
         }
     }
@@ -115,7 +125,7 @@ fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
 
 fn region_end(cx: &RuleCx<'_>, enter: u32) -> u32 {
     (enter as usize + 1..cx.body.events.len())
-        .find(|&j| cx.enter_of[j] == Some(enter))
+        .find(|&j| cx.enter_of()[j] == Some(enter))
         .unwrap_or(cx.body.events.len()) as u32
 }
 
@@ -190,9 +200,7 @@ fn push(v: &mut Vec<Name>, s: &str) {
 
 fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
     // `tokio::spawn(async move { .. })`; a delayed closure (`run_later`) needs no sleep inside.
-    let delayed = cx
-        .eff(s, K::Spawn)
-        .is_some_and(|e| e.on.as_deref() == Some("delayed"));
+    let delayed = cx.eff(s, EffectKind::Spawn).is_some_and(|e| e.delayed);
     for (start, end) in regions(cx, s) {
         let payload = captured(cx, start, end);
         judge(cx, s, &payload, &Action::Region(start, end), !delayed, out);
@@ -205,7 +213,7 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
         let Ev::Call(inner) = &cx.body.events[j as usize].kind else {
             continue;
         };
-        let callees = &cx.fx.callees[j as usize];
+        let callees = &cx.callees(j);
         if !callees.is_empty() {
             // `tokio::spawn(worker::release_after(db, ReleaseSeat { .. }, HOLD))`
             let mut payload = Payload {
@@ -261,7 +269,7 @@ fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
     }
 }
 
-fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &crate::kb::Eff, out: &mut Vec<Diagnostic>) {
+fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
     let mut payload = Payload {
         names: Vec::new(),
         ty: eff.payload_ty.clone(),
@@ -352,7 +360,7 @@ fn judge(
     match action {
         Action::Region(start, end) => {
             let sleep = if needs_sleep {
-                match (*start..*end).find(|&i| cx.has(i, K::Sleep)) {
+                match (*start..*end).find(|&i| cx.has(i, EffectKind::Sleep)) {
                     Some(s) => s,
                     None => return,
                 }
@@ -367,7 +375,10 @@ fn judge(
             if periodic {
                 return;
             }
-            let persisted = |i: u32| cx.effs(i).iter().any(|e| e.kind == K::Write && !e.mem);
+            let persisted = |i: u32| {
+                cx.effs(i)
+                    .any(|e| e.kind == EffectKind::Write && !e.in_memory)
+            };
             let Some(write) = (sleep..*end).find(|&i| persisted(i)) else {
                 return;
             };
@@ -378,7 +389,7 @@ fn judge(
             }
             labels.push(cx.label(sleep, "waits here"));
             labels.push(cx.label(write, "writes state here when it fires"));
-            if let Some(w) = cx.eff(write, K::Write) {
+            if let Some(w) = cx.eff(write, EffectKind::Write) {
                 notes.extend(cx.chain_notes(w));
             }
         }
@@ -386,12 +397,14 @@ fn judge(
             let writers: Vec<BodyId> = bodies
                 .iter()
                 .copied()
-                .filter(|b| cx.krate.summaries.get(b).is_some_and(|s| s.persists()))
+                .filter(|b| cx.krate.summary(*b).is_some_and(|s| s.persists()))
                 .collect();
             if needs_sleep
-                && !bodies
-                    .iter()
-                    .any(|b| cx.krate.summaries.get(b).is_some_and(|s| s.has(K::Sleep)))
+                && !bodies.iter().any(|b| {
+                    cx.krate
+                        .summary(*b)
+                        .is_some_and(|s| s.has(EffectKind::Sleep))
+                })
             {
                 return;
             }
@@ -407,12 +420,9 @@ fn judge(
                 if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
                     return;
                 }
-                let referenced = writers.iter().any(|b| {
-                    let fx = &cx.krate.effects[b];
-                    fx.effs
-                        .iter()
-                        .any(|e| references_payload(e, &payload.names))
-                });
+                let referenced = writers
+                    .iter()
+                    .any(|b| references_payload(cx.krate.effects_of(*b).all(), &payload.names));
                 if referenced {
                     return;
                 }
@@ -456,33 +466,30 @@ fn judge(
 
 /// Is one of `ids` compared in events `[start, end)`: tested, or passed to a write or a helper?
 fn region_compares(cx: &RuleCx<'_>, start: u32, end: u32, ids: &[&str]) -> bool {
-    (start..end).any(|i| events_compare(cx.body, cx.fx, i as usize, ids))
+    (start..end).any(|i| events_compare(cx.body, cx.effects(), i, ids))
 }
 
 fn body_compares(cx: &RuleCx<'_>, id: BodyId, ids: &[&str]) -> bool {
     let body = cx.krate.body(id);
-    let fx = &cx.krate.effects[&id];
-    (0..body.events.len()).any(|i| events_compare(body, fx, i, ids))
+    let effects = cx.krate.effects_of(id);
+    (0..body.events.len() as u32).any(|i| events_compare(body, effects, i, ids))
 }
 
-fn events_compare(
-    body: &crate::ir::Body,
-    fx: &crate::kb::BodyEffects,
-    i: usize,
-    ids: &[&str],
-) -> bool {
+fn events_compare(body: &crate::ir::Body, effects: Effects<'_>, i: u32, ids: &[&str]) -> bool {
     let named = |p: &Name| ids.contains(&last(p));
-    match &body.events[i].kind {
+    match &body.events[i as usize].kind {
         Ev::Cond(t) => t.deps.iter().any(named),
         Ev::Call(c) => {
             let passes =
                 c.all_args().any(|a| a.paths.iter().any(named)) || c.recv.iter().any(named);
             passes
-                && (fx.effs[i]
-                    .iter()
-                    .any(|e| matches!(e.kind, K::Write | K::Read | K::Claim))
-                    || !fx.callees[i].is_empty())
-                || fx.effs[i].iter().any(|e| e.ident_guard)
+                && (effects.at(i).any(|e| {
+                    matches!(
+                        e.kind,
+                        EffectKind::Write | EffectKind::Read | EffectKind::Claim
+                    )
+                }) || !effects.callees(i).is_empty())
+                || effects.at(i).any(|e| e.ident_guard)
         }
         _ => false,
     }
@@ -495,14 +502,16 @@ fn help() -> String {
 /// A write filtered on a column that *refers to* a payload id (`open_invoice_id = $2` for the
 /// payload's `invoice_id`): the operation's identity is compared even without an identity word.
 /// A column equal to the payload name (`seat_id = $1`) is the row key, not an identity.
-fn references_payload(effs: &[crate::kb::Eff], payload: &[Name]) -> bool {
-    effs.iter().filter(|e| e.kind == K::Write).any(|e| {
-        e.where_cols.iter().any(|c| {
-            payload
-                .iter()
-                .any(|p| is_resource_id(p) && c != p && c.ends_with(&format!("_{p}")))
+fn references_payload<'e>(effs: impl IntoIterator<Item = &'e Effect>, payload: &[Name]) -> bool {
+    effs.into_iter()
+        .filter(|e| e.kind == EffectKind::Write)
+        .any(|e| {
+            e.where_cols.iter().any(|c| {
+                payload
+                    .iter()
+                    .any(|p| is_resource_id(p) && c != p && c.ends_with(&format!("_{p}")))
+            })
         })
-    })
 }
 
 /// A periodic sweep: a loop that waits for a tick, selects rows by their state
@@ -515,11 +524,11 @@ fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         }
         let end = region_end(cx, l);
-        let Some(tick) = (l + 1..end).find(|&i| cx.has(i, K::Sleep)) else {
+        let Some(tick) = (l + 1..end).find(|&i| cx.has(i, EffectKind::Sleep)) else {
             continue;
         };
         for r in tick + 1..end {
-            let Some(read) = cx.eff(r, K::Read) else {
+            let Some(read) = cx.eff(r, EffectKind::Read) else {
                 continue;
             };
             if !read.conditional || read.locking || read.table.is_none() {
@@ -527,16 +536,16 @@ fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             }
             let derived = crate::query::derived(cx.body, r);
             let hit = (r + 1..end).find(|&w| {
-                cx.eff(w, K::Write)
-                    .is_some_and(|e| !e.conditional && !e.insert && !e.mem && e.table == read.table)
-                    && match &cx.body.events[w as usize].kind {
-                        Ev::Call(c) => c.all_args().any(|a| {
-                            a.paths
-                                .iter()
-                                .any(|p| derived.contains(crate::query::first(p)))
-                        }),
-                        _ => false,
-                    }
+                cx.eff(w, EffectKind::Write).is_some_and(|e| {
+                    !e.conditional && !e.insert && !e.in_memory && e.table == read.table
+                }) && match &cx.body.events[w as usize].kind {
+                    Ev::Call(c) => c.all_args().any(|a| {
+                        a.paths
+                            .iter()
+                            .any(|p| derived.contains(crate::query::first(p)))
+                    }),
+                    _ => false,
+                }
             });
             if let Some(w) = hit {
                 let mut d = cx.diag(

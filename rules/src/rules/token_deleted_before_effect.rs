@@ -1,12 +1,13 @@
 //! `token-deleted-before-effect`: an idempotency key / one-time token deleted or consumed before
 //! the side effect it guards, or checked and deleted in separate steps around the effect.
 
-use super::{RuleCx, declare_rule};
+use super::RuleCx;
 use crate::diagnostic::Diagnostic;
+use crate::effects::{Effect, EffectKind};
 use crate::ir::Ev;
-use crate::kb::{Eff, K};
 use crate::name::Name;
 use crate::query;
+use crate::sql::SqlKind;
 
 declare_rule! {
     /// ### What it does
@@ -51,57 +52,63 @@ declare_rule! {
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
     /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
     /// `WHERE` (a table wipe) or filtered on no key (an expiry purge) is housekeeping.
-    pub static RULE = {
+    pub(crate) static RULE = {
         name: "token-deleted-before-effect",
         level: Error,
         summary: "idempotency token deleted before the effect, or checked and deleted in separate steps",
+        applies: applies,
+        check: check,
     };
 }
 
 /// A deletion or consumption of a token: `DEL`, `GETDEL`, `DELETE`, or an `UPDATE` of the token
 /// row (`SET used_at = now()`); a claim followed by a completion or a release is told apart
 /// later by the write that follows it.
-fn is_delete(e: &Eff) -> bool {
-    !e.purge && e.token && e.kind == K::Write && (e.delete || e.what.contains("UPDATE"))
+fn is_delete(e: &Effect) -> bool {
+    !e.purge
+        && e.token
+        && e.kind == EffectKind::Write
+        && (e.delete || e.sql == Some(SqlKind::Update))
 }
 
 /// A side effect the token guards: a remote call, or a write that is not to the token itself
 /// (a completion mark or the claim's release). A database write in the same transaction as the
 /// token's deletion rolls back with it, so it is not an effect that outlives a failure.
-fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Eff, token_at: u32) -> Option<&'a Eff> {
-    if cx.detached[i as usize] {
+fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Effect, token_at: u32) -> Option<&'a Effect> {
+    if cx.detached(i) {
         return None;
     }
     let same_tx = |a: u32, b: u32| {
-        let ta = &cx.states[a as usize].txs;
-        let tb = &cx.states[b as usize].txs;
+        let ta = &cx.state(a).txs;
+        let tb = &cx.state(b).txs;
         ta.last().is_some_and(|t| tb.contains(t))
     };
-    cx.effs(i).iter().find(|e| match e.kind {
-        K::Remote => true,
+    cx.effs(i).find(|e| match e.kind {
+        EffectKind::Remote => true,
         // Deleting other tokens (a cleanup cascade) is not an effect a token guards.
-        K::Write if e.token && e.delete => false,
-        K::Write => {
-            let mark = e.token && RuleCx::same_state(e.table.as_deref(), token.table.as_deref());
+        EffectKind::Write if e.token && e.delete => false,
+        EffectKind::Write => {
+            let mark = e.token && query::same_state(e.table.as_deref(), token.table.as_deref());
             !(mark || same_tx(token_at, i))
         }
         _ => false,
     })
 }
 
-pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+/// A token deleted or consumed.
+fn applies(cx: &RuleCx<'_>) -> bool {
+    cx.kinds().has(EffectKind::Write) && cx.effects().all().any(is_delete)
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let n = cx.body.events.len() as u32;
     let key_places = idempotent_key_places(cx);
-    let claims: Vec<u32> = (0..n).filter(|&i| cx.has(i, K::Claim)).collect();
+    let claims: Vec<u32> = (0..n).filter(|&i| cx.has(i, EffectKind::Claim)).collect();
     for d in 0..n {
-        if cx.detached[d as usize] {
+        if cx.detached(d) {
             continue;
         }
-        let Some(del) = cx
-            .effs(d)
-            .iter()
-            .find(|e| is_delete(e) && !callee_owns(cx, e))
-        else {
+        let Some(del) = cx.effs(d).find(|e| is_delete(e) && !callee_owns(cx, e)) else {
             continue;
         };
         if covered_by_attribute(cx, d, key_places.as_ref()) {
@@ -113,8 +120,11 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // The token is put back (or marked) later in the body: a failed effect stays retryable.
         let restored = del.table.is_some()
             && (d + 1..n).any(|w| {
-                cx.effs(w).iter().any(|e| {
-                    e.kind == K::Write && !e.delete && e.table.is_some() && e.table == del.table
+                cx.effs(w).any(|e| {
+                    e.kind == EffectKind::Write
+                        && !e.delete
+                        && e.table.is_some()
+                        && e.table == del.table
                 })
             });
         if restored {
@@ -146,11 +156,11 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
         // Checked and deleted in separate steps around the effect.
         let checked = (0..d).rev().find(|&c| {
-            !cx.detached[c as usize]
-                && cx.effs(c).iter().any(|e| {
-                    e.kind == K::Read
+            !cx.detached(c)
+                && cx.effs(c).any(|e| {
+                    e.kind == EffectKind::Read
                         && e.token
-                        && RuleCx::same_state(e.table.as_deref(), del.table.as_deref())
+                        && query::same_state(e.table.as_deref(), del.table.as_deref())
                 })
         });
         if let Some(c) = checked
@@ -181,17 +191,17 @@ pub fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// (a remote call or a write other than to tokens) or is itself `#[idempotent]`: the callee
 /// orders its deletion against its effect, and that order is checked in the callee. Calling (or
 /// retrying) such a fn deletes nothing before anything here.
-fn callee_owns(cx: &RuleCx<'_>, del: &Eff) -> bool {
+fn callee_owns(cx: &RuleCx<'_>, del: &Effect) -> bool {
     let Some(c) = del.via else {
         return false;
     };
     if cx.krate.body(c).idempotent {
         return true;
     }
-    cx.krate.summaries.get(&c).is_some_and(|s| {
-        s.effects.iter().any(|e| match e.0 {
-            K::Remote => true,
-            K::Write => !e.1,
+    cx.krate.summary(c).is_some_and(|s| {
+        s.effects.iter().any(|e| match e.effect.kind {
+            EffectKind::Remote => true,
+            EffectKind::Write => !e.effect.token,
             _ => false,
         })
     })
@@ -247,8 +257,8 @@ fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<Name>>)
 /// Does the deletion at `d` stand guard over what follows? Its result is tested, returned rows
 /// are used, the token was checked before, or configuration says it is a token delete. A bare
 /// `DELETE FROM sessions ..` on logout guards nothing.
-fn guards(cx: &RuleCx<'_>, d: u32, del: &Eff) -> bool {
-    if !query::tests_of(cx.body, d).is_empty() || del.what.contains("configured") {
+fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
+    if !query::tests_of(cx.body, d).is_empty() || del.configured {
         return true;
     }
     if let Ev::Call(c) = &cx.body.events[d as usize].kind
@@ -271,10 +281,10 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Eff) -> bool {
             _ => false,
         });
     used || (0..d).any(|c| {
-        cx.effs(c).iter().any(|e| {
-            e.kind == K::Read
+        cx.effs(c).any(|e| {
+            e.kind == EffectKind::Read
                 && e.token
-                && RuleCx::same_state(e.table.as_deref(), del.table.as_deref())
+                && query::same_state(e.table.as_deref(), del.table.as_deref())
         })
     })
 }

@@ -1,0 +1,357 @@
+//! The effect model: what one event of a body does once classified (a lock taken, a transaction
+//! begun, state read or written, a remote call, a task spawned, ..), per event of a body, and the
+//! view rules read (the body's own effects plus those its call sites gain from their callees'
+//! summaries, see [`crate::summary::widen`]).
+
+use crate::facts::BodyId;
+use crate::name::Name;
+use crate::sql::SqlKind;
+use std::borrow::Cow;
+
+/// What a call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum EffectKind {
+    Lock,
+    TxBegin,
+    TxCommit,
+    TxRollback,
+    /// `conn.transaction(|c| ..)`: the closure argument runs inside a transaction.
+    TxClosure,
+    Read,
+    Write,
+    Remote,
+    /// `tokio::spawn` & co.: closure arguments run detached.
+    Spawn,
+    Sleep,
+    /// A delayed task or job (`DelayQueue::insert`, `enqueue_in`).
+    Schedule,
+    /// An atomic claim of a key (`SET NX`, `INSERT .. ON CONFLICT DO NOTHING`, Lua script,
+    /// `GETDEL`).
+    Claim,
+}
+
+/// How an in-memory access reaches the state behind a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum GuardUse {
+    /// Through a guard held in a local, or not through a guard at all.
+    #[default]
+    Held,
+    /// Through a guard that lives for one expression (`m.lock().unwrap().insert(k, v)`): the
+    /// lock is taken at the access itself.
+    Temporary,
+    /// A lock taken for a crate method called on the temporary guard
+    /// (`seats.lock().unwrap().hold(seat)`), before classification decides from the method's
+    /// receiver whether it reads or writes.
+    TemporaryMethod,
+}
+
+/// One classified effect of an event.
+#[derive(Debug, Clone)]
+pub(crate) struct Effect {
+    pub kind: EffectKind,
+    /// Table, entity, redis key or in-memory place the effect touches.
+    pub table: Option<Name>,
+    /// `SELECT .. FOR UPDATE` and ORM equivalents.
+    pub locking: bool,
+    /// A write whose filter tests more than the key.
+    pub conditional: bool,
+    /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
+    pub ident_guard: bool,
+    pub delete: bool,
+    /// In-memory state behind a lock (not persisted).
+    pub in_memory: bool,
+    /// Creates a new row (`INSERT`) rather than changing one.
+    pub insert: bool,
+    /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
+    pub purge: bool,
+    /// The columns a write's filter compares (SQL and ORM filters).
+    pub where_cols: Box<[Name]>,
+    /// Concerns an idempotency key / one-time token.
+    pub token: bool,
+    /// The SQL statement's verb, when the effect was read from SQL text.
+    pub sql: Option<SqlKind>,
+    /// A claim that takes a lock (`SET lock:x NX`, an insert into a lock table): held until
+    /// released, like a guard.
+    pub lock_claim: bool,
+    /// Named by the project's `[knowledge]`, not recognised from evidence.
+    pub configured: bool,
+    /// A spawned closure that runs once after a delay (`run_later`), with no sleep of its own.
+    pub delayed: bool,
+    pub guard: GuardUse,
+    /// The local a commit or rollback applies to: `None` when it is not known (`COMMIT` as
+    /// SQL text), empty for a call with no receiver.
+    pub tx_local: Option<Name>,
+    /// Human description: "sends an HTTP request", "runs `UPDATE orders`" (most are static
+    /// text, so building and copying effects allocates no string for them). Shown, never
+    /// tested: decisions read the typed fields.
+    pub what: Cow<'static, str>,
+    /// The callee whose summary gives this effect.
+    pub via: Option<BodyId>,
+    /// Schedule payload: field or captured names, and the payload's struct type.
+    pub payload: Vec<Name>,
+    pub payload_ty: Option<Name>,
+}
+
+impl Effect {
+    pub fn new(kind: EffectKind, what: impl Into<Cow<'static, str>>) -> Effect {
+        Effect {
+            kind,
+            table: None,
+            locking: false,
+            conditional: false,
+            ident_guard: false,
+            delete: false,
+            in_memory: false,
+            insert: false,
+            purge: false,
+            where_cols: Box::default(),
+            token: false,
+            sql: None,
+            lock_claim: false,
+            configured: false,
+            delayed: false,
+            guard: GuardUse::Held,
+            tx_local: None,
+            what: what.into(),
+            via: None,
+            payload: Vec::new(),
+            payload_ty: None,
+        }
+    }
+
+    pub fn with_table<T: Into<Name>>(mut self, t: Option<T>) -> Effect {
+        self.table = t.map(Into::into);
+        self
+    }
+
+    /// An access through a temporary guard: the lock is taken at the access itself.
+    pub fn temporary(&self) -> bool {
+        self.guard == GuardUse::Temporary
+    }
+}
+
+/// A per-event table where most events have nothing: 4 bytes per event plus the entries, and
+/// nothing at all until the first entry (most bodies never get one).
+#[derive(Debug, Clone)]
+pub(crate) struct Sparse<T> {
+    len: usize,
+    /// Per event, 1 + its slot, or 0; empty while no event has a slot.
+    idx: Vec<u32>,
+    slots: Vec<Vec<T>>,
+}
+
+impl<T> Sparse<T> {
+    pub fn new(n: usize) -> Self {
+        Sparse {
+            len: n,
+            idx: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn slot(&mut self, i: usize) -> &mut Vec<T> {
+        assert!(i < self.len, "event {i} of {}", self.len);
+        if self.idx.is_empty() {
+            self.idx = vec![0; self.len];
+        }
+        if self.idx[i] == 0 {
+            self.slots.push(Vec::new());
+            self.idx[i] = self.slots.len() as u32;
+        }
+        let k = self.idx[i] as usize - 1;
+        &mut self.slots[k]
+    }
+
+    pub fn set(&mut self, i: usize, v: Vec<T>) {
+        if !v.is_empty() || self.idx.get(i).is_some_and(|&k| k != 0) {
+            *self.slot(i) = v;
+        }
+    }
+
+    pub fn push(&mut self, i: usize, v: T) {
+        self.slot(i).push(v);
+    }
+
+    /// Entries per event, in event order.
+    pub fn iter(&self) -> impl Iterator<Item = &[T]> {
+        (0..self.len).map(|i| &self[i])
+    }
+
+    /// Every entry, in event order.
+    pub fn all(&self) -> impl Iterator<Item = &T> {
+        self.iter().flatten()
+    }
+}
+
+impl<T> std::ops::Index<usize> for Sparse<T> {
+    type Output = [T];
+
+    fn index(&self, i: usize) -> &[T] {
+        match self.idx.get(i) {
+            Some(&k) if k != 0 => &self.slots[k as usize - 1],
+            _ => &[],
+        }
+    }
+}
+
+/// What one body's own events do, from classification: per event its effects, and the crate
+/// bodies a call may run.
+#[derive(Debug, Clone)]
+pub(crate) struct BodyEffects {
+    pub direct: Sparse<Effect>,
+    pub callees: Sparse<BodyId>,
+    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
+    pub tx_param: Option<Name>,
+    /// Per event, whether it runs detached from the body's flow (inside a spawned or delayed
+    /// closure); empty when no event does (most bodies).
+    detached: Box<[bool]>,
+}
+
+impl BodyEffects {
+    pub fn new(direct: Sparse<Effect>, callees: Sparse<BodyId>, tx_param: Option<Name>) -> Self {
+        BodyEffects {
+            direct,
+            callees,
+            tx_param,
+            detached: Box::default(),
+        }
+    }
+
+    /// Records which events run detached (see [`crate::query::detached`]).
+    pub fn set_detached(&mut self, detached: Vec<bool>) {
+        self.detached = if detached.contains(&true) {
+            detached.into_boxed_slice()
+        } else {
+            Box::default()
+        };
+    }
+
+    pub fn detached(&self, i: usize) -> bool {
+        self.detached.get(i).copied().unwrap_or(false)
+    }
+}
+
+/// The effects a body's call sites gain from their callees' summaries (what a call to a crate
+/// fn does, as seen at the call), in event order. Most bodies gain nothing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallSiteEffects {
+    gained: Vec<(u32, Effect)>,
+}
+
+impl CallSiteEffects {
+    /// `gained` in event order.
+    pub fn new(gained: Vec<(u32, Effect)>) -> Self {
+        debug_assert!(gained.windows(2).all(|w| w[0].0 <= w[1].0));
+        CallSiteEffects { gained }
+    }
+
+    fn at(&self, i: u32) -> &[(u32, Effect)] {
+        if self.gained.is_empty() {
+            return &[];
+        }
+        let lo = self.gained.partition_point(|(e, _)| *e < i);
+        let hi = lo + self.gained[lo..].partition_point(|(e, _)| *e == i);
+        &self.gained[lo..hi]
+    }
+}
+
+/// What rules see of a body: its own effects, then what its call sites gain, per event.
+#[derive(Clone, Copy)]
+pub(crate) struct Effects<'a> {
+    pub body: &'a BodyEffects,
+    pub sites: &'a CallSiteEffects,
+}
+
+impl<'a> Effects<'a> {
+    /// The effects of event `i`: its own first, then those gained from callees.
+    pub fn at(self, i: u32) -> impl Iterator<Item = &'a Effect> + Clone {
+        self.body.direct[i as usize]
+            .iter()
+            .chain(self.sites.at(i).iter().map(|(_, e)| e))
+    }
+
+    /// The first effect of `kind` at event `i`.
+    pub fn find(self, i: u32, kind: EffectKind) -> Option<&'a Effect> {
+        self.at(i).find(|e| e.kind == kind)
+    }
+
+    /// Every effect of the body, in event order (own before gained at each event).
+    pub fn all(self) -> impl Iterator<Item = &'a Effect> {
+        (0..self.body.direct.len() as u32).flat_map(move |i| self.at(i))
+    }
+
+    pub fn callees(self, i: u32) -> &'a [BodyId] {
+        &self.body.callees[i as usize]
+    }
+
+    pub fn detached(self, i: u32) -> bool {
+        self.body.detached(i as usize)
+    }
+}
+
+/// Which effect kinds a body has (own and gained), for the rules' "may this rule fire here?"
+/// tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KindSet(u32);
+
+impl KindSet {
+    pub fn of(effects: Effects<'_>) -> KindSet {
+        let mut set = 0u32;
+        for e in effects.all() {
+            set |= 1 << e.kind as u32;
+        }
+        KindSet(set)
+    }
+
+    pub fn has(self, kind: EffectKind) -> bool {
+        self.0 & (1 << kind as u32) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_reads_as_one_list_per_event() {
+        let mut t: Sparse<u8> = Sparse::new(4);
+        t.set(1, Vec::new());
+        assert_eq!(t.len(), 4);
+        assert!(t.iter().all(<[u8]>::is_empty), "nothing set yet");
+        assert_eq!(&t[9], &[] as &[u8], "out of range reads as empty");
+        t.set(2, vec![7]);
+        t.push(2, 8);
+        t.push(0, 1);
+        let rows: Vec<&[u8]> = t.iter().collect();
+        assert_eq!(rows, [&[1][..], &[], &[7, 8], &[]]);
+        t.set(2, Vec::new());
+        assert!(t[2].is_empty(), "a set slot can be emptied");
+    }
+
+    #[test]
+    fn rules_see_own_effects_then_gained_ones_at_each_event() {
+        let mut direct = Sparse::new(4);
+        direct.push(1, Effect::new(EffectKind::Read, "own read"));
+        let body = BodyEffects::new(direct, Sparse::new(4), None);
+        let sites = CallSiteEffects::new(vec![
+            (1, Effect::new(EffectKind::Write, "gained write")),
+            (1, Effect::new(EffectKind::Remote, "gained call")),
+            (3, Effect::new(EffectKind::Sleep, "gained sleep")),
+        ]);
+        let view = Effects {
+            body: &body,
+            sites: &sites,
+        };
+        let at = |i| view.at(i).map(|e| e.what.as_ref()).collect::<Vec<_>>();
+        assert_eq!(at(1), ["own read", "gained write", "gained call"]);
+        assert!(at(0).is_empty() && at(2).is_empty());
+        assert_eq!(at(3), ["gained sleep"]);
+        assert_eq!(view.all().count(), 4);
+        let kinds = KindSet::of(view);
+        assert!(kinds.has(EffectKind::Remote) && !kinds.has(EffectKind::Lock));
+    }
+}
