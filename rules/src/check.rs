@@ -17,7 +17,6 @@ pub(crate) struct CrateAnalysis<'a> {
     pub facts: Facts<'a>,
     /// Every body, in body order.
     pub ids: Vec<BodyId>,
-    pub bodies: PerBody<&'a Body>,
     /// What each body's own events do.
     pub effects: PerBody<BodyEffects>,
     pub summaries: PerBody<Summary>,
@@ -46,7 +45,6 @@ pub(crate) fn analyse<'a>(
     CrateAnalysis {
         facts,
         ids,
-        bodies,
         effects,
         summaries,
         sites,
@@ -113,8 +111,9 @@ pub fn run(
 pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads: usize) -> String {
     use std::fmt::Write as _;
     let a = analyse(knowledge, files, threads);
+    let body_of = |c: &BodyId| &files[c.file as usize].ir.bodies[c.body as usize];
     let name = |c: &BodyId| {
-        let b = a.bodies[c];
+        let b = body_of(c);
         format!("{}@{}:{}", b.name(), files[c.file as usize].path, b.sp.line)
     };
     let mut out = String::new();
@@ -131,7 +130,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
         if !any {
             continue;
         }
-        let body = a.bodies[id];
+        let body = body_of(id);
         let _ = writeln!(
             out,
             "fn {} txparam={:?} events={}",

@@ -75,7 +75,6 @@ pub struct Body {
     pub trait_name: Option<Name>,
     /// The fn's name token.
     pub sp: Sp,
-    pub is_async: bool,
     /// Under `#[staleguard::fenced(..)]` with arguments that parse.
     pub fenced: bool,
     /// Takes `&mut self` (or `mut self`): a method that changes its receiver.
@@ -141,7 +140,6 @@ impl std::fmt::Display for BodyName<'_> {
 pub struct Assign {
     pub target: Name,
     pub deps: Box<[Name]>,
-    pub calls: Box<[u32]>,
 }
 
 /// The payload of [`Ev::Cond`]: the places and the call events a test reads.
@@ -245,7 +243,6 @@ pub struct Step {
     pub awaited: bool,
     /// `?` after this step (and its await).
     pub tried: bool,
-    pub sp: Sp,
 }
 
 /// What the classifier needs to know about one argument. Rare facts live in `extra`, so the
@@ -313,16 +310,8 @@ impl Call {
         self.steps.iter().any(|s| s.awaited)
     }
 
-    pub fn tried(&self) -> bool {
-        self.steps.iter().any(|s| s.tried)
-    }
-
     pub fn has_step(&self, name: &str) -> bool {
         self.steps.iter().any(|s| s.name == name)
-    }
-
-    pub fn step(&self, name: &str) -> Option<&Step> {
-        self.steps.iter().find(|s| s.name == name)
     }
 
     /// The first SQL text in any argument.

@@ -8,6 +8,7 @@
 //! Run `lower` on threads with at least [`STACK_SIZE`] bytes of stack: `syn`'s parser recurses
 //! on nested expressions.
 
+mod apis;
 mod check;
 pub mod diagnostic;
 mod effects;

@@ -2,6 +2,7 @@
 //! which lock guards and transactions are live at an event, which events run detached (spawned
 //! or delayed), which locals derive from a read, whether a write's result is checked.
 
+use crate::apis::{GUARD_RELEASE_STEPS, RESULT_CHECK_STEPS};
 use crate::effects::{Effect, EffectKind, Effects, Sparse};
 use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Ev, Region};
@@ -149,7 +150,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                 if let Ev::Call(c) = &ev.kind
                     && c.steps
                         .iter()
-                        .any(|s| matches!(s.name.as_str(), "unlock" | "release" | "release_lock"))
+                        .any(|s| GUARD_RELEASE_STEPS.contains(&s.name.as_str()))
                 {
                     let args: Vec<&str> = c
                         .all_args()
@@ -215,12 +216,9 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
     }
     // `?` on the write itself with a rows-affected or optional-row check in the chain.
     if let Ev::Call(c) = &body.events[from as usize].kind
-        && c.steps.iter().any(|s| {
-            matches!(
-                s.name.as_str(),
-                "rows_affected" | "ok_or" | "ok_or_else" | "ensure_one" | "expect_one"
-            )
-        })
+        && c.steps
+            .iter()
+            .any(|s| RESULT_CHECK_STEPS.contains(&s.name.as_str()))
     {
         out.push(from);
     }

@@ -54,13 +54,6 @@ impl SqlInfo {
     pub fn is_conditional(&self) -> bool {
         self.where_cols.iter().any(|c| !is_plain_key(c))
     }
-
-    pub fn is_write(&self) -> bool {
-        matches!(
-            self.kind,
-            SqlKind::Update | SqlKind::Insert | SqlKind::Delete
-        )
-    }
 }
 
 /// A column that only names the row (`id`, `order_id`), not its state.

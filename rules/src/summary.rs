@@ -3,6 +3,7 @@
 //! graph to a fixpoint, with the evidence chain kept for diagnostic notes; then, once, what each
 //! call site gains from its callees' summaries ([`widen`]).
 
+use crate::apis::GUARD_RETURN_WORDS;
 use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
@@ -103,9 +104,7 @@ fn exported(kind: EffectKind, body: &Body, facts: &Facts) -> bool {
         | EffectKind::Sleep => true,
         EffectKind::Lock => {
             let ret = ret();
-            ["guard", "lock", "lease", "permit"]
-                .iter()
-                .any(|w| ret.contains(w))
+            GUARD_RETURN_WORDS.iter().any(|w| ret.contains(w))
         }
         EffectKind::TxBegin => ret().contains("transaction") || returns_tx_holder(body, facts),
         _ => false,

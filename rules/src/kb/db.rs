@@ -3,38 +3,16 @@
 
 use super::names::{is_operation_identity, is_token_name};
 use super::{Class, Cx};
+use crate::apis::{
+    ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS,
+    DIESEL_STATEMENT_STEPS, DIESEL_WRITE_FNS, EXEC_STEPS, QUERY_FNS, SEA_ORM_EXEC_STEPS,
+    SEA_ORM_FILTER_STEPS, SEA_ORM_FIND_FNS, SEA_ORM_READ_RUNS, SEA_ORM_ROW_LOCKS,
+    SEA_ORM_WRITE_FNS, TX_BEGIN_STEPS, TX_BUILDER_STEPS, TX_CLOSURE_STEPS, TX_END_STEPS,
+};
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 use crate::sql::{SqlInfo, SqlKind, is_plain_key};
-
-const EXEC_STEPS: &[&str] = &[
-    "execute",
-    "fetch",
-    "fetch_one",
-    "fetch_optional",
-    "fetch_all",
-    "query",
-    "query_one",
-    "query_opt",
-    "query_raw",
-    "execute_raw",
-    "batch_execute",
-    "simple_query",
-    "exec",
-    "one",
-    "all",
-    "get_result",
-    "get_results",
-    "load",
-    "first",
-    "fetch_many",
-    "query_typed",
-    "prepare",
-    "prepare_cached",
-    "exec_with_returning",
-    "query_row",
-];
 
 fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
@@ -47,13 +25,16 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
 
     // Transaction control.
     if call.func.is_empty() {
-        if let Some(s) = call.steps.iter().find(|s| {
-            matches!(
-                s.name.as_str(),
-                "transaction" | "transaction_with" | "in_transaction" | "run" | "transaction_async"
-            )
-        }) && s.args.iter().any(|a| a.closure)
-            && (s.name != "run" || call.has_step("build_transaction"))
+        let built = call
+            .steps
+            .iter()
+            .any(|s| TX_BUILDER_STEPS.contains(&s.name.as_str()));
+        if let Some(s) = call
+            .steps
+            .iter()
+            .find(|s| TX_CLOSURE_STEPS.contains(&s.name.as_str()))
+            && s.args.iter().any(|a| a.closure)
+            && (s.name != "run" || built)
             && !matches!(recv, Class::Redis | Class::Http | Class::Channel)
         {
             return Some(Effect::new(
@@ -62,15 +43,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             ));
         }
         let begin = call.steps.iter().any(|s| {
-            matches!(
-                s.name.as_str(),
-                "begin"
-                    | "begin_with"
-                    | "start_transaction"
-                    | "begin_transaction"
-                    | "begin_immediate"
-            ) || (s.name == "transaction" && s.args.is_empty())
-                || (s.name == "start" && call.has_step("build_transaction"))
+            TX_BEGIN_STEPS.contains(&s.name.as_str())
+                || (s.name == "transaction" && s.args.is_empty())
+                || (s.name == "start" && built)
         });
         if begin
             && (db_recv(recv)
@@ -87,7 +62,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             }
         }
         if call.steps.len() <= 3
-            && matches!(head, "commit" | "rollback")
+            && TX_END_STEPS.contains(&head)
             && call.steps[0].args.is_empty()
             && (*recv == Class::DbTx || !call.recv.is_empty())
             && *recv != Class::Broker
@@ -116,15 +91,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             .iter()
             .any(|s| EXEC_STEPS.contains(&s.name.as_str()))
             || call.func_last().ends_with('!')
-            || matches!(
-                call.func_last(),
-                "query"
-                    | "query_as"
-                    | "query_scalar"
-                    | "query_with"
-                    | "query_as_with"
-                    | "query_scalar_with"
-            );
+            || QUERY_FNS.contains(&call.func_last());
         if executes {
             return Some(sql_eff(&sql, call));
         }
@@ -133,17 +100,13 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
     // diesel: `diesel::update(..).set(..).filter(..).execute(conn)` & friends.
     let flast = call.func_last();
     if !call.func.is_empty()
-        && matches!(
-            flast,
-            "update" | "insert_into" | "delete" | "replace_into" | "insert_or_ignore_into"
-        )
+        && DIESEL_WRITE_FNS.contains(&flast)
         && (call.func.len() == 1 || call.func[0] == "diesel")
-        && call.steps.iter().skip(1).any(|s| {
-            matches!(
-                s.name.as_str(),
-                "execute" | "get_result" | "get_results" | "returning" | "set" | "values"
-            )
-        })
+        && call
+            .steps
+            .iter()
+            .skip(1)
+            .any(|s| DIESEL_STATEMENT_STEPS.contains(&s.name.as_str()))
     {
         let table = call.steps[0]
             .args
@@ -152,7 +115,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
             .map(|p| table_of(p));
         let mut where_cols: Vec<Name> = Vec::new();
         for s in &call.steps {
-            if matches!(s.name.as_str(), "filter" | "or_filter") {
+            if DIESEL_FILTER_STEPS.contains(&s.name.as_str()) {
                 for a in &s.args {
                     where_cols.extend(a.eq_cols().iter().cloned());
                 }
@@ -182,10 +145,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
     // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
     if call.func.is_empty()
         && !call.recv.is_empty()
-        && matches!(
-            last,
-            "first" | "load" | "get_result" | "get_results" | "load_iter"
-        )
+        && DIESEL_READ_STEPS.contains(&last)
         && call.last().is_some_and(|s| s.args.len() == 1)
         && !matches!(recv, Class::Collection | Class::Channel)
         && (call.recv.len() == 1 || call.recv.last().is_some_and(|p| p == "table"))
@@ -194,12 +154,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
         let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
             .with_table(Some(table_of(&call.recv[0])));
         e.token = e.table.as_deref().is_some_and(is_token_name);
-        e.locking = call.steps.iter().any(|s| {
-            matches!(
-                s.name.as_str(),
-                "for_update" | "for_no_key_update" | "for_share"
-            )
-        });
+        e.locking = call
+            .steps
+            .iter()
+            .any(|s| DIESEL_ROW_LOCKS.contains(&s.name.as_str()));
         return Some(e);
     }
 
@@ -217,57 +175,45 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) 
                 .skip(1)
                 .any(|s| names.contains(&s.name.as_str()))
         };
-        match flast {
-            "find" | "find_by_id" | "find_related"
-                if runs(&["one", "all", "stream", "count", "paginate"]) =>
-            {
-                let e_token_read = is_token_name(&entity);
-                let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
-                    .with_table(Some(entity));
-                e.token = e_token_read;
-                e.locking = call.steps.iter().any(|s| {
-                    matches!(
-                        s.name.as_str(),
-                        "lock_exclusive" | "lock_shared" | "lock" | "lock_with_behavior"
-                    )
-                });
-                return Some(e);
-            }
-            "update_many" | "update" | "delete_many" | "delete_by_id" | "delete" | "insert"
-            | "insert_many"
-                if runs(&["exec", "exec_with_returning", "exec_without_returning"]) =>
-            {
-                let mut where_cols = Vec::new();
-                for s in &call.steps {
-                    if s.name == "filter" {
-                        for a in &s.args {
-                            where_cols.extend(a.eq_cols().iter().cloned());
-                        }
+        if SEA_ORM_FIND_FNS.contains(&flast) && runs(SEA_ORM_READ_RUNS) {
+            let e_token_read = is_token_name(&entity);
+            let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
+                .with_table(Some(entity));
+            e.token = e_token_read;
+            e.locking = call
+                .steps
+                .iter()
+                .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
+            return Some(e);
+        }
+        if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
+            let mut where_cols = Vec::new();
+            for s in &call.steps {
+                if SEA_ORM_FILTER_STEPS.contains(&s.name.as_str()) {
+                    for a in &s.args {
+                        where_cols.extend(a.eq_cols().iter().cloned());
                     }
                 }
-                if matches!(flast, "delete_by_id") {
-                    where_cols.push("id".into());
-                }
-                let mut e =
-                    Effect::new(EffectKind::Write, format!("writes `{entity}` with sea-orm"))
-                        .with_table(Some(entity.clone()));
-                e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
-                e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
-                e.delete = flast.starts_with("delete");
-                e.purge = e.delete
-                    && !where_cols.is_empty()
-                    && !where_cols.iter().any(|c| is_plain_key(c));
-                e.where_cols = where_cols.into();
-                e.token = is_token_name(&entity);
-                return Some(e);
             }
-            _ => {}
+            if flast == "delete_by_id" {
+                where_cols.push("id".into());
+            }
+            let mut e = Effect::new(EffectKind::Write, format!("writes `{entity}` with sea-orm"))
+                .with_table(Some(entity.clone()));
+            e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
+            e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+            e.delete = flast.starts_with("delete");
+            e.purge =
+                e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+            e.where_cols = where_cols.into();
+            e.token = is_token_name(&entity);
+            return Some(e);
         }
     }
     // sea-orm active models: `order.update(db).await`, `.insert(db)`, `.save(db)`, `.delete(db)`.
     if call.func.is_empty()
         && call.steps.len() == 1
-        && matches!(head, "update" | "insert" | "save" | "delete")
+        && ACTIVE_MODEL_STEPS.contains(&head)
         && call.steps[0].args.len() == 1
         && call.steps[0].awaited
         && !matches!(

@@ -14,6 +14,10 @@ mod sync;
 pub mod types;
 
 use crate::Knowledge;
+use crate::apis::{
+    CHANNEL_FN_WORDS, COMMON_METHODS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS,
+    MUTEX_LOCK_STEPS, REDIS_CONNECTION_STEPS,
+};
 use crate::effects::{BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
 use crate::ir::{Body, Call, Ev, StructLit};
@@ -187,7 +191,7 @@ pub fn classify_body(
             let method = call
                 .steps
                 .iter()
-                .skip_while(|s| !matches!(s.name.as_str(), "lock" | "blocking_lock"))
+                .skip_while(|s| !MUTEX_LOCK_STEPS.contains(&s.name.as_str()))
                 .skip(1)
                 .find(|s| !s.name.starts_with('.') && !sync::is_after_lock_noise(&s.name));
             let Some(defs) = method.and_then(|m| facts.methods_named.get(m.name.as_str())) else {
@@ -330,10 +334,7 @@ impl Cx<'_> {
         let lower = resolved.to_ascii_lowercase();
         let head = call.head();
         if has(&lower, "channel")
-            && (has(&lower, "mpsc")
-                || has(&lower, "broadcast")
-                || has(&lower, "flume")
-                || lower.starts_with("channel"))
+            && (CHANNEL_FN_WORDS.iter().any(|w| has(&lower, w)) || lower.starts_with("channel"))
             || lower.ends_with("unbounded_channel")
         {
             return Some(Class::Channel);
@@ -350,31 +351,16 @@ impl Cx<'_> {
         if has(&lower, "aws_sdk") {
             return Some(Class::Aws);
         }
-        if call.has_step("get_multiplexed_async_connection")
-            || call.has_step("get_async_connection")
-            || call.has_step("get_multiplexed_tokio_connection")
-            || call.has_step("get_connection_manager")
-        {
+        if REDIS_CONNECTION_STEPS.iter().any(|s| call.has_step(s)) {
             return Some(Class::Redis);
         }
         let recv = self.recv_class(call);
-        if matches!(
-            head,
-            "get"
-                | "acquire"
-                | "get_conn"
-                | "connect"
-                | "get_owned"
-                | "clone"
-                | "as_ref"
-                | "begin"
-                | "deref"
-        ) || call.steps.iter().all(|s| {
-            matches!(
-                s.name.as_str(),
-                "clone" | "as_ref" | "get" | "acquire" | "unwrap" | "expect"
-            )
-        }) {
+        if HANDLE_STEPS.contains(&head)
+            || call
+                .steps
+                .iter()
+                .all(|s| HANDLE_CHAIN_STEPS.contains(&s.name.as_str()))
+        {
             match recv {
                 Class::Db
                 | Class::Redis
@@ -396,10 +382,7 @@ impl Cx<'_> {
         }
         if call.func.len() >= 2 {
             let ty = &call.func[call.func.len() - 2];
-            if matches!(
-                call.func_last(),
-                "new" | "default" | "builder" | "connect" | "open" | "from_env" | "from_conf"
-            ) {
+            if CONSTRUCTOR_FNS.contains(&call.func_last()) {
                 let c = types::class_of(std::slice::from_ref(ty), self.facts, self.file, self.memo);
                 if !matches!(c, Class::Unknown(_)) {
                     return Some(c);
@@ -538,7 +521,9 @@ impl Cx<'_> {
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
             _ => match self.facts.methods_named.get(step.name.as_str()) {
-                Some(c) if c.len() == 1 && !is_common_method(&step.name) => c.clone(),
+                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
+                    c.clone()
+                }
                 _ => Vec::new(),
             },
         }
@@ -578,48 +563,6 @@ fn q_is_module(func: &[Name]) -> bool {
             .chars()
             .next()
             .is_some_and(|c| c.is_lowercase())
-}
-
-fn is_common_method(name: &str) -> bool {
-    matches!(
-        name,
-        "new"
-            | "get"
-            | "set"
-            | "insert"
-            | "remove"
-            | "send"
-            | "clone"
-            | "run"
-            | "call"
-            | "handle"
-            | "process"
-            | "execute"
-            | "update"
-            | "save"
-            | "delete"
-            | "load"
-            | "find"
-            | "len"
-            | "push"
-            | "into"
-            | "from"
-            | "build"
-            | "start"
-            | "stop"
-            | "next"
-            | "poll"
-            | "write"
-            | "read"
-            | "lock"
-            | "fmt"
-            | "eq"
-            | "default"
-            | "drop"
-            | "map"
-            | "iter"
-            | "parse"
-    )
 }
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 
 use super::names::is_remote_name;
 use super::{Class, Cx};
+use crate::apis::{
+    BLOCKING_HTTP_CRATES, BLOCKING_SEND_STEPS, DATABASE_METHODS, GRPC_REQUEST_FNS, HTTP_VERBS,
+    HYPER_SEND_STEPS, PUBLISH_STEPS, REQWEST_BLOCKING_FNS,
+};
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
-
-const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "request"];
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
     if *recv == Class::Channel {
@@ -16,14 +18,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     // Blocking HTTP crates: `ureq::post(url).call()`, `reqwest::blocking::get(url)`.
     // (A char pattern: paths hold no single colons, and it needs no searcher.)
     let krate = resolved.split(':').next().unwrap_or("");
-    if matches!(krate, "ureq" | "minreq" | "attohttpc")
-        && call.steps.iter().skip(1).any(|s| {
-            matches!(
-                s.name.as_str(),
-                "call" | "send" | "send_json" | "send_string" | "send_form" | "send_bytes"
-            )
-        })
-        || resolved.starts_with("reqwest::blocking::") && matches!(call.func_last(), "get" | "post")
+    if BLOCKING_HTTP_CRATES.contains(&krate)
+        && call
+            .steps
+            .iter()
+            .skip(1)
+            .any(|s| BLOCKING_SEND_STEPS.contains(&s.name.as_str()))
+        || resolved.starts_with("reqwest::blocking::")
+            && REQWEST_BLOCKING_FNS.contains(&call.func_last())
     {
         return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
@@ -69,7 +71,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     if let Some(s) = call
         .steps
         .iter()
-        .find(|s| s.awaited && matches!(s.name.as_str(), "send_request" | "request"))
+        .find(|s| s.awaited && HYPER_SEND_STEPS.contains(&s.name.as_str()))
         && (*recv == Class::Http || s.name == "send_request")
     {
         return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
@@ -103,13 +105,11 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
     // Brokers.
-    if call.steps.iter().any(|s| {
-        s.awaited
-            && matches!(
-                s.name.as_str(),
-                "basic_publish" | "publish" | "publish_with_headers" | "send_result" | "produce"
-            )
-    }) && !matches!(recv, Class::User(_) | Class::Trait(_))
+    if call
+        .steps
+        .iter()
+        .any(|s| s.awaited && PUBLISH_STEPS.contains(&s.name.as_str()))
+        && !matches!(recv, Class::User(_) | Class::Trait(_))
     {
         return Some(Effect::new(EffectKind::Remote, "publishes a message"));
     }
@@ -136,7 +136,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             && s.args.iter().any(|a| {
                 a.calls()
                     .iter()
-                    .any(|c| c == "Request::new" || c == "tonic::Request::new")
+                    .any(|c| GRPC_REQUEST_FNS.contains(&c.as_str()))
             })
     }) || call.steps.iter().any(|s| {
         s.awaited
@@ -169,31 +169,7 @@ pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Effect> 
         _ => return None,
     };
     // Database-shaped methods on a `client` are a database client.
-    if matches!(
-        call.head(),
-        "query"
-            | "query_one"
-            | "query_opt"
-            | "query_raw"
-            | "execute"
-            | "prepare"
-            | "prepare_cached"
-            | "batch_execute"
-            | "simple_query"
-            | "transaction"
-            | "fetch"
-            | "fetch_one"
-            | "fetch_all"
-            | "fetch_optional"
-            | "get"
-            | "set"
-            | "del"
-            | "exists"
-            | "clone"
-            | "lock"
-            | "read"
-            | "write"
-    ) {
+    if DATABASE_METHODS.contains(&call.head()) {
         return None;
     }
     // A field (`self.payment_gateway`) or a declared type names the client; a local merely

@@ -3,6 +3,11 @@
 
 use super::names::is_token_name;
 use super::{Class, Cx};
+use crate::apis::{
+    REDIS_CHAIN_STEPS, REDIS_CLAIM_COMMANDS, REDIS_CLAIM_METHODS, REDIS_COMMAND_FNS,
+    REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_READ_COMMANDS, REDIS_READ_METHODS,
+    REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS, REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
+};
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
@@ -13,7 +18,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         && call
             .steps
             .iter()
-            .any(|s| s.name.starts_with("invoke") || s.name == "eval")
+            .any(|s| REDIS_SCRIPT_STEPS.contains(&s.name.as_str()))
     {
         let mut e = Effect::new(EffectKind::Claim, "runs a Lua script atomically");
         e.token = true;
@@ -22,7 +27,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     }
 
     // `redis::cmd("SET").arg(key)..query_async(&mut con)` and `redis::pipe()`.
-    if matches!(call.func_last(), "cmd" | "pipe")
+    if REDIS_COMMAND_FNS.contains(&call.func_last())
         && (call.func.len() == 1 || resolved.contains("redis"))
     {
         let mut cmds: Vec<(String, usize)> = Vec::new();
@@ -39,59 +44,27 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                 }
             } else if s.name == "atomic" {
                 atomic = true;
-            } else if !matches!(
-                s.name.as_str(),
-                "query_async" | "query" | "exec_async" | "ignore" | "arg" | "expire"
-            ) {
+            } else if !REDIS_CHAIN_STEPS.contains(&s.name.as_str()) {
                 cmds.push((s.name.to_ascii_uppercase(), i));
             }
         }
         let key = key_of(cx, call, 1);
         let token = key.as_deref().is_some_and(is_token_name);
         let names: Vec<&str> = cmds.iter().map(|(c, _)| c.as_str()).collect();
-        let eff = if names
-            .iter()
-            .any(|c| matches!(*c, "EVAL" | "EVALSHA" | "SETNX" | "HSETNX"))
+        let eff = if names.iter().any(|c| REDIS_CLAIM_COMMANDS.contains(c))
             || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
             || (atomic && names.len() > 1)
         {
             EffectKind::Claim
-        } else if names.iter().any(|c| {
-            matches!(
-                *c,
-                "DEL"
-                    | "GETDEL"
-                    | "UNLINK"
-                    | "HDEL"
-                    | "SET"
-                    | "HSET"
-                    | "INCR"
-                    | "DECR"
-                    | "INCRBY"
-                    | "EXPIRE"
-                    | "LPUSH"
-                    | "RPUSH"
-                    | "SADD"
-                    | "SREM"
-                    | "ZADD"
-                    | "MSET"
-            )
-        }) {
+        } else if names.iter().any(|c| REDIS_WRITE_COMMANDS.contains(c)) {
             EffectKind::Write
-        } else if names.iter().any(|c| {
-            matches!(
-                *c,
-                "GET" | "EXISTS" | "HGET" | "HGETALL" | "MGET" | "SISMEMBER" | "TTL"
-            )
-        }) {
+        } else if names.iter().any(|c| REDIS_READ_COMMANDS.contains(c)) {
             EffectKind::Read
         } else {
             return None;
         };
         let mut e = Effect::new(eff, format!("runs redis `{}`", names.join(" ")));
-        e.delete = names
-            .iter()
-            .any(|c| matches!(*c, "DEL" | "UNLINK" | "HDEL" | "GETDEL"));
+        e.delete = names.iter().any(|c| REDIS_DELETE_COMMANDS.contains(c));
         e.token = token;
         e.table = key;
         if eff == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
@@ -116,23 +89,19 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     if !is_redis {
         return None;
     }
-    let kind = match name {
-        "set_nx" | "hset_nx" | "set_options" if name != "set_options" || has_nx(step) => {
-            EffectKind::Claim
-        }
-        "del" | "unlink" | "hdel" | "get_del" | "getdel" | "set" | "set_ex" | "pset_ex"
-        | "hset" | "hset_multiple" | "incr" | "decr" | "expire" | "sadd" | "srem" | "zadd"
-        | "lpush" | "rpush" | "mset" | "set_options" => EffectKind::Write,
-        "get" | "exists" | "hget" | "hgetall" | "mget" | "sismember" | "ttl" | "hexists" => {
-            EffectKind::Read
-        }
-        _ => return None,
+    // `set_options` claims only with an `NX` argument; otherwise it is a plain write.
+    let kind = if REDIS_CLAIM_METHODS.contains(&name) && (name != "set_options" || has_nx(step)) {
+        EffectKind::Claim
+    } else if REDIS_WRITE_METHODS.contains(&name) {
+        EffectKind::Write
+    } else if REDIS_READ_METHODS.contains(&name) {
+        EffectKind::Read
+    } else {
+        return None;
     };
     if matches!(recv, Class::Unknown(_))
         && !matches!(kind, EffectKind::Claim)
-        && name != "del"
-        && name != "exists"
-        && name != "get_del"
+        && !REDIS_UNTYPED_METHODS.contains(&name)
     {
         // `x.get(k).await` on an unknown receiver is too weak unless the key looks like one.
         let key = key_of(cx, call, 0);
@@ -144,7 +113,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         }
     }
     let mut e = Effect::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
-    e.delete = matches!(name, "del" | "unlink" | "hdel" | "get_del" | "getdel");
+    e.delete = REDIS_DELETE_METHODS.contains(&name);
     e.table = key_of(cx, call, 0);
     e.token = e.table.as_deref().is_some_and(is_token_name);
     if kind == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {

@@ -2,77 +2,19 @@
 //! task spawning, sleeps and delayed work (`tokio::time`, `DelayQueue`, job queues).
 
 use super::{Class, Cx};
+use crate::apis::{
+    AFTER_LOCK_NOISE, CONCURRENT_MAP_GUARDS, CONCURRENT_MAP_READS, CONCURRENT_MAP_WRITES,
+    DELAYED_CLOSURE_STEPS, DIST_LOCK_STEPS, GUARDED_READS, GUARDED_WRITES, LOCK_STEPS,
+    MUTEX_LOCK_STEPS, PER_KEY_LOCK_STEPS, READ_GUARD_STEPS, SCHEDULE_STEPS, SLEEP_FNS,
+    SLEEP_PATH_WORDS, SPAWN_FNS, SPAWN_METHODS, SPAWN_PATH_WORDS, TICK_STEPS, WRITE_GUARD_STEPS,
+};
 use crate::effects::{Effect, EffectKind, GuardUse};
 use crate::ir::Call;
 use crate::name::Name;
 
-const LOCK_STEPS: &[&str] = &[
-    "lock",
-    "lock_owned",
-    "write",
-    "write_owned",
-    "read",
-    "read_owned",
-    "blocking_lock",
-    "try_lock",
-    "try_write",
-    "upgradable_read",
-];
 pub(super) fn is_after_lock_noise(name: &str) -> bool {
-    AFTER_LOCK_NOISE.contains(&name) || matches!(name, "await")
+    AFTER_LOCK_NOISE.contains(&name) || name == "await"
 }
-
-const AFTER_LOCK_NOISE: &[&str] = &[
-    "unwrap",
-    "expect",
-    "map_err",
-    "ok",
-    "ok_or",
-    "ok_or_else",
-    "context",
-    "with_context",
-    "unwrap_or_else",
-];
-const MEM_READS: &[&str] = &[
-    "get",
-    "contains_key",
-    "contains",
-    "len",
-    "is_empty",
-    "cloned",
-    "clone",
-    "iter",
-    "values",
-    "keys",
-    "first",
-    "last",
-    "copied",
-    "status",
-    "state",
-];
-const MEM_WRITES: &[&str] = &[
-    "insert",
-    "remove",
-    "push",
-    "push_back",
-    "push_front",
-    "and_modify",
-    "or_insert",
-    "or_insert_with",
-    "extend",
-    "clear",
-    "retain",
-    "pop",
-    "truncate",
-    "swap",
-    "replace",
-    "take",
-    "get_mut",
-    "and_modify",
-    "set",
-    "drain",
-    "append",
-];
 
 pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
     let flast = call.func_last();
@@ -86,9 +28,9 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
             .and_then(|g| cx.guard_places.get(g))
             .cloned();
         if let Some(first) = call.steps.first() {
-            let kind = if MEM_WRITES.contains(&first.name.as_str()) {
+            let kind = if GUARDED_WRITES.contains(&first.name.as_str()) {
                 EffectKind::Write
-            } else if MEM_READS.contains(&first.name.as_str()) {
+            } else if GUARDED_READS.contains(&first.name.as_str()) {
                 EffectKind::Read
             } else {
                 return None;
@@ -108,10 +50,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
     // Closures that run once after a delay (actix `run_later`, one-shot scheduler jobs).
     if call.steps.iter().any(|s| {
-        matches!(
-            s.name.as_str(),
-            "run_later" | "new_one_shot_async" | "new_one_shot" | "spawn_after" | "call_later"
-        ) && s.args.iter().any(|a| a.closure)
+        DELAYED_CLOSURE_STEPS.contains(&s.name.as_str()) && s.args.iter().any(|a| a.closure)
     }) {
         let mut e = Effect::new(EffectKind::Spawn, "schedules a delayed closure");
         e.delayed = true;
@@ -119,13 +58,8 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     }
 
     // Spawned tasks.
-    if matches!(flast, "spawn" | "spawn_local" | "spawn_blocking")
-        && (call.func.len() == 1
-            || resolved.contains("tokio")
-            || resolved.contains("task")
-            || resolved.contains("thread")
-            || resolved.contains("rt")
-            || resolved.contains("async_std"))
+    if SPAWN_FNS.contains(&flast)
+        && (call.func.len() == 1 || SPAWN_PATH_WORDS.iter().any(|w| resolved.contains(w)))
         && call.steps.len() <= 2
     {
         return Some(Effect::new(EffectKind::Spawn, "spawns a task"));
@@ -134,18 +68,15 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         && let Some(s) = call
             .steps
             .iter()
-            .find(|s| s.name == "spawn" || s.name == "spawn_local")
+            .find(|s| SPAWN_METHODS.contains(&s.name.as_str()))
         && s.args.iter().any(|a| a.closure)
     {
         return Some(Effect::new(EffectKind::Spawn, "spawns a task"));
     }
 
     // Sleeps and timers.
-    if matches!(flast, "sleep" | "sleep_until" | "delay_for" | "delay_until")
-        && (call.func.len() == 1
-            || resolved.contains("time")
-            || resolved.contains("tokio")
-            || resolved.contains("thread"))
+    if SLEEP_FNS.contains(&flast)
+        && (call.func.len() == 1 || SLEEP_PATH_WORDS.iter().any(|w| resolved.contains(w)))
     {
         return Some(Effect::new(EffectKind::Sleep, "sleeps"));
     }
@@ -153,16 +84,21 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         && call
             .steps
             .first()
-            .is_some_and(|s| s.name == "tick" && s.awaited)
+            .is_some_and(|s| TICK_STEPS.contains(&s.name.as_str()) && s.awaited)
     {
         return Some(Effect::new(EffectKind::Sleep, "waits for a timer tick"));
     }
 
     // Delayed work.
-    if let Some(step) = call.steps.iter().find(|s| is_schedule_step(&s.name)) {
-        let delay_queue =
-            *recv == Class::DelayQueue && matches!(step.name.as_str(), "insert" | "insert_at");
-        if delay_queue || !matches!(step.name.as_str(), "insert" | "insert_at") {
+    if let Some(step) = call
+        .steps
+        .iter()
+        .find(|s| SCHEDULE_STEPS.contains(&s.name.as_str()))
+    {
+        // `insert` and `insert_at` schedule only on a `DelayQueue`.
+        let insert = matches!(step.name.as_str(), "insert" | "insert_at");
+        let delay_queue = *recv == Class::DelayQueue && insert;
+        if delay_queue || !insert {
             let mut e = Effect::new(
                 EffectKind::Schedule,
                 if delay_queue {
@@ -183,15 +119,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     if *recv == Class::ConcurrentMap && call.func.is_empty() {
         let place = Name::join(&call.recv, ".");
         let first = call.steps.first().map(|s| s.name.as_str()).unwrap_or("");
-        let (kind, verb) = match first {
-            "get" | "contains_key" | "contains" | "len" | "is_empty" | "iter" => {
-                (EffectKind::Read, "reads")
-            }
-            "get_mut" | "entry" | "alter" => (EffectKind::Lock, "takes a write guard on"),
-            "insert" | "remove" | "retain" | "clear" | "remove_if" | "alter_all" => {
-                (EffectKind::Write, "writes")
-            }
-            _ => return None,
+        let (kind, verb) = if CONCURRENT_MAP_READS.contains(&first) {
+            (EffectKind::Read, "reads")
+        } else if CONCURRENT_MAP_GUARDS.contains(&first) {
+            (EffectKind::Lock, "takes a write guard on")
+        } else if CONCURRENT_MAP_WRITES.contains(&first) {
+            (EffectKind::Write, "writes")
+        } else {
+            return None;
         };
         let mut e = Effect::new(kind, format!("{verb} `{place}`")).with_table(Some(place));
         e.in_memory = true;
@@ -199,12 +134,10 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     }
     // Distributed lock managers: `locks.lock(resource, ttl).await`.
     if *recv == Class::DistLock
-        && let Some(s) = call.steps.iter().find(|s| {
-            matches!(
-                s.name.as_str(),
-                "lock" | "acquire" | "acquire_no_guard" | "try_lock"
-            )
-        })
+        && let Some(s) = call
+            .steps
+            .iter()
+            .find(|s| DIST_LOCK_STEPS.contains(&s.name.as_str()))
         && s.awaited
     {
         let mut e = Effect::new(EffectKind::Lock, "acquires a distributed lock");
@@ -240,7 +173,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
                     .is_some_and(|s| s.name == "unwrap" || s.name == "expect")
                 || call.steps[..lock_at]
                     .iter()
-                    .any(|s| matches!(s.name.as_str(), "entry" | "or_default" | "or_insert_with"))
+                    .any(|s| PER_KEY_LOCK_STEPS.contains(&s.name.as_str()))
         }
     };
     if !is_lock {
@@ -268,14 +201,14 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
     e.table = Some(lock_place.clone());
     if let Some(first) = rest.first() {
         // A temporary guard: the access after it is the effect that matters.
-        if MEM_WRITES.contains(first) {
+        if GUARDED_WRITES.contains(first) {
             let mut w = Effect::new(EffectKind::Write, format!("writes `{place}`"));
             w.in_memory = true;
             w.table = Some(place);
             w.guard = GuardUse::Temporary;
             return Some(w);
         }
-        if MEM_READS.contains(first) || rest.iter().any(|r| MEM_READS.contains(r)) {
+        if GUARDED_READS.contains(first) || rest.iter().any(|r| GUARDED_READS.contains(r)) {
             let mut r = Effect::new(EffectKind::Read, format!("reads `{place}`"));
             r.in_memory = true;
             r.table = Some(place);
@@ -284,21 +217,23 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         }
         if !rest.iter().all(|r| LOCK_STEPS.contains(r) || *r == "clone") {
             // A domain method on the guarded value: a read guard reads, a write guard writes.
-            let kind = match step.name.as_str() {
-                "read" | "read_owned" | "upgradable_read" => EffectKind::Read,
-                "write" | "write_owned" | "try_write" => EffectKind::Write,
+            let guard = step.name.as_str();
+            let kind = if READ_GUARD_STEPS.contains(&guard) {
+                EffectKind::Read
+            } else if WRITE_GUARD_STEPS.contains(&guard) {
+                EffectKind::Write
+            } else if MUTEX_LOCK_STEPS.contains(&guard) {
                 // A mutex has one kind of guard: whether the method reads or writes is told
                 // by its use (see `classify_body`).
-                "lock" | "blocking_lock" => {
-                    let mut e = Effect::new(
-                        EffectKind::Lock,
-                        format!("takes the lock on `{lock_place}`"),
-                    )
-                    .with_table(Some(place));
-                    e.guard = GuardUse::TemporaryMethod;
-                    return Some(e);
-                }
-                _ => return None,
+                let mut e = Effect::new(
+                    EffectKind::Lock,
+                    format!("takes the lock on `{lock_place}`"),
+                )
+                .with_table(Some(place));
+                e.guard = GuardUse::TemporaryMethod;
+                return Some(e);
+            } else {
+                return None;
             };
             let verb = if kind == EffectKind::Write {
                 "writes"
@@ -313,31 +248,4 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
         }
     }
     Some(e)
-}
-
-fn is_schedule_step(name: &str) -> bool {
-    matches!(
-        name,
-        "insert"
-            | "insert_at"
-            | "enqueue_in"
-            | "enqueue_at"
-            | "enqueue_after"
-            | "schedule"
-            | "schedule_in"
-            | "schedule_at"
-            | "schedule_after"
-            | "push_delayed"
-            | "push_in"
-            | "push_at"
-            | "enqueue_delayed"
-            | "send_delayed"
-            | "publish_delayed"
-            | "delay"
-            | "run_at"
-            | "run_in"
-            | "enqueue_scheduled"
-            | "schedule_job"
-            | "defer"
-    )
 }

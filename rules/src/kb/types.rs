@@ -1,6 +1,11 @@
 //! What a receiver is, from its declared type (fields, params, `let x: T`) or how it was made.
 
 use super::has;
+use crate::apis::{
+    BROKER_TYPES, CHANNEL_TYPE_NAMES, CHANNEL_TYPES, CONCURRENT_MAP_TYPES, DATABASE_TYPE_NAMES,
+    DATABASE_TYPES, DIST_LOCK_TYPES, HTTP_TYPE_NAMES, HTTP_TYPES, LIST_TYPE_ENDINGS, MAP_TYPES,
+    REDIS_TYPE_NAMES, TYPE_WRAPPERS,
+};
 use crate::facts::Facts;
 use crate::fxhash::FxHashMap;
 use crate::name::Name;
@@ -43,26 +48,6 @@ pub enum Class {
     Unknown(Name),
 }
 
-const WRAPPERS: &[&str] = &[
-    "Arc",
-    "Rc",
-    "Box",
-    "Option",
-    "Pin",
-    "RefCell",
-    "Cell",
-    "Cow",
-    "State",
-    "Data",
-    "Extension",
-    "Weak",
-    "OnceCell",
-    "OnceLock",
-    "Lazy",
-    "LazyLock",
-    "ManuallyDrop",
-];
-
 /// The last segment of a path (`a::b::C` is `C`); a char pattern, which is cheaper to search
 /// for than `"::"` (paths hold no single colons).
 fn last(s: &str) -> &str {
@@ -103,7 +88,7 @@ pub fn class_of(ty: &[Name], facts: &Facts, file: u32, memo: &Memo) -> Class {
 
 fn class_of_at(ty: &[Name], facts: &Facts, file: u32, depth: u32, memo: &Memo) -> Class {
     let mut i = 0;
-    while i < ty.len() && WRAPPERS.contains(&last(&ty[i])) {
+    while i < ty.len() && TYPE_WRAPPERS.contains(&last(&ty[i])) {
         i += 1;
     }
     let Some(head) = ty.get(i) else {
@@ -163,54 +148,26 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     if has(&lower, "delayqueue") {
         return Class::DelayQueue;
     }
-    if (has(&lower, "dashmap") || has(&lower, "dashset") || has(&lower, "scc::"))
+    if CONCURRENT_MAP_TYPES.iter().any(|w| has(&lower, w))
         && !rest_has("mutex")
         && !rest_has("rwlock")
     {
         return Class::ConcurrentMap;
     }
-    if has(&lower, "lockmanager")
-        || has(&lower, "redlock")
-        || has(&lower, "rslock")
-        || has(&lower, "distributedlock")
-    {
+    if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w)) {
         return Class::DistLock;
     }
-    if [
-        "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
-    ]
-    .iter()
-    .any(|w| has(&lower, w))
-    {
+    if MAP_TYPES.iter().any(|w| has(&lower, w)) {
         return if rest_has("mutex") || rest_has("rwlock") {
             Class::LockMap
         } else {
             Class::Collection
         };
     }
-    if ["vec", "hashset", "btreeset", "vecdeque"]
-        .iter()
-        .any(|w| lower.ends_with(w))
-    {
+    if LIST_TYPE_ENDINGS.iter().any(|w| lower.ends_with(w)) {
         return Class::Collection;
     }
-    if [
-        "mpsc",
-        "broadcast",
-        "watch",
-        "oneshot",
-        "flume",
-        "crossbeam",
-        "async_channel",
-        "kanal",
-    ]
-    .iter()
-    .any(|w| has(&lower, w))
-        || matches!(
-            name.as_str(),
-            "Sender" | "UnboundedSender" | "SyncSender" | "Receiver" | "UnboundedReceiver"
-        )
-    {
+    if CHANNEL_TYPES.iter().any(|w| has(&lower, w)) || CHANNEL_TYPE_NAMES.contains(&name.as_str()) {
         return Class::Channel;
     }
     if has(&lower, "guard") {
@@ -219,25 +176,16 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     if has(&lower, "transaction") || name == "Tx" {
         return Class::DbTx;
     }
-    if has(&lower, "redis")
-        || matches!(name.as_str(), "MultiplexedConnection" | "ConnectionManager")
-    {
+    if has(&lower, "redis") || REDIS_TYPE_NAMES.contains(&name.as_str()) {
         return Class::Redis;
     }
     if has(&lower, "aws_sdk") {
         return Class::Aws;
     }
-    if has(&lower, "reqwest")
-        || has(&lower, "hyper")
-        || matches!(name.as_str(), "HttpClient" | "SendRequest")
-    {
+    if HTTP_TYPES.iter().any(|w| has(&lower, w)) || HTTP_TYPE_NAMES.contains(&name.as_str()) {
         return Class::Http;
     }
-    if has(&lower, "lapin")
-        || has(&lower, "rdkafka")
-        || has(&lower, "async_nats")
-        || name.ends_with("Producer")
-    {
+    if BROKER_TYPES.iter().any(|w| has(&lower, w)) || name.ends_with("Producer") {
         return Class::Broker;
     }
     if has(&lower, "tonic")
@@ -245,37 +193,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     {
         return Class::Grpc;
     }
-    if [
-        "sqlx",
-        "pgpool",
-        "mysqlpool",
-        "sqlitepool",
-        "anypool",
-        "diesel",
-        "sea_orm",
-        "databaseconnection",
-        "pgconnection",
-        "mysqlconnection",
-        "sqliteconnection",
-        "tokio_postgres",
-        "deadpool",
-        "bb8",
-        "r2d2",
-        "pooledconnection",
-    ]
-    .iter()
-    .any(|w| has(&lower, w))
-        || matches!(
-            name.as_str(),
-            "PgPool"
-                | "MySqlPool"
-                | "SqlitePool"
-                | "DbPool"
-                | "DbConn"
-                | "Pool"
-                | "PgConn"
-                | "DatabaseConnection"
-        )
+    if DATABASE_TYPES.iter().any(|w| has(&lower, w)) || DATABASE_TYPE_NAMES.contains(&name.as_str())
     {
         return Class::Db;
     }

@@ -1,39 +1,26 @@
 //! Macro bodies that hold expressions: `sqlx::query!` & co., `tokio::select!`, `join!`,
 //! `format!`-built strings, `assert!` / `ensure!` conditions.
 
+use crate::apis;
 use crate::name::Name;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, Pat, Token};
 
+/// sqlx's query macros (`sqlx::query!(..)`).
 pub fn is_query_macro(name: &str) -> bool {
-    matches!(
-        name,
-        "query"
-            | "query_as"
-            | "query_scalar"
-            | "query_unchecked"
-            | "query_as_unchecked"
-            | "query_scalar_unchecked"
-            | "query_file"
-            | "query_file_as"
-    )
+    apis::QUERY_MACROS.contains(&name)
 }
 
+/// Macros whose first literal is a format string.
 pub fn is_format_like(name: &str) -> bool {
-    matches!(
-        name,
-        "format" | "concat" | "write" | "writeln" | "format_args"
-    )
+    apis::FORMAT_MACROS.contains(&name)
 }
 
 /// Macros whose arguments are plain expressions worth lowering (their calls are effects).
 pub fn is_lowered_macro(name: &str) -> bool {
-    matches!(
-        name,
-        "join" | "try_join" | "vec" | "dbg" | "Ok" | "Some" | "pin" | "json"
-    )
+    apis::EXPRESSION_MACROS.contains(&name)
 }
 
 /// The comma-separated expressions of a macro call (empty when they do not parse).

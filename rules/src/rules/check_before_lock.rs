@@ -3,6 +3,7 @@
 //! on it, and an unguarded UPDATE of the same row.
 
 use super::RuleCx;
+use crate::apis::{MANY_ROWS_STEPS, SERIALIZABLE_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::EffectKind;
 use crate::ir::{Ev, Region};
@@ -499,10 +500,8 @@ fn unprotected(
 /// A read of many rows (`.all(db)`, `fetch_all`, `load`): a batch rewrite (a migration, a
 /// re-encryption pass) walking a snapshot, not one row's read-modify-write.
 fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
-    matches!(&cx.body.events[r as usize].kind, Ev::Call(c) if c.steps.iter().any(|s| matches!(
-        s.name.as_str(),
-        "all" | "fetch_all" | "load" | "fetch" | "query" | "get_results" | "paginate" | "stream"
-    )))
+    matches!(&cx.body.events[r as usize].kind, Ev::Call(c)
+        if c.steps.iter().any(|s| MANY_ROWS_STEPS.contains(&s.name.as_str())))
 }
 
 /// Is the value written at `w` computed from the read at `r` (its arguments, or its receiver:
@@ -663,7 +662,9 @@ fn serializable(cx: &RuleCx<'_>, from: u32, to: u32) -> bool {
     (from..to).any(|i| match &cx.body.events[i as usize].kind {
         Ev::Call(c) => {
             c.sql().is_some_and(|s| s.serializable)
-                || c.steps.iter().any(|s| s.name == "serializable")
+                || c.steps
+                    .iter()
+                    .any(|s| SERIALIZABLE_STEPS.contains(&s.name.as_str()))
                 || c.all_args().any(|a| {
                     a.strs()
                         .iter()

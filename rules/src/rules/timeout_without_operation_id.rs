@@ -2,6 +2,7 @@
 //! but no operation identity, and whose action writes state without comparing one (ABA).
 
 use super::RuleCx;
+use crate::apis::QUEUE_POLL_STEPS;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind, Effects};
 use crate::facts::BodyId;
@@ -314,12 +315,9 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
             let polls = b.events.iter().any(|e| match &e.kind {
                 Ev::Call(c) => {
                     c.recv.iter().map(Name::as_str).eq(parts.iter().copied())
-                        && c.steps.iter().any(|st| {
-                            matches!(
-                                st.name.as_str(),
-                                "next" | "poll_expired" | "try_next" | "poll_next"
-                            )
-                        })
+                        && c.steps
+                            .iter()
+                            .any(|st| QUEUE_POLL_STEPS.contains(&st.name.as_str()))
                 }
                 _ => false,
             });

@@ -2,6 +2,7 @@
 //! the side effect it guards, or checked and deleted in separate steps around the effect.
 
 use super::RuleCx;
+use crate::apis::ONE_ROW_STEPS;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Ev;
@@ -262,12 +263,9 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
         return true;
     }
     if let Ev::Call(c) = &cx.body.events[d as usize].kind
-        && c.steps.iter().any(|s| {
-            matches!(
-                s.name.as_str(),
-                "fetch_one" | "fetch_optional" | "get_result" | "one" | "query_one" | "query_opt"
-            )
-        })
+        && c.steps
+            .iter()
+            .any(|s| ONE_ROW_STEPS.contains(&s.name.as_str()))
     {
         return true;
     }

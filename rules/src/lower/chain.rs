@@ -1,0 +1,331 @@
+//! Lowering a call chain (`self.http.post(url).json(&b).send().await?`) into one call event:
+//! its root (a receiver place or a function path), its steps with their `.await`s and `?`s,
+//! and what the classifier needs of each argument. Closures passed as arguments are lowered
+//! after the call, as regions that hang off it.
+
+use super::Seq;
+use super::body::{BodyLowerer, MAX_STR};
+use super::macros;
+use super::places::{paths, place_parts, strings, struct_lit};
+use super::spans::{end_span, start_span};
+use crate::apis;
+use crate::ir::{Arg, ArgExtra, Call, Ev, Region, Step};
+use crate::name::Name;
+use crate::small::Small;
+use crate::sql;
+use syn::{Expr, Member};
+
+/// One step of a call chain as collected, outermost first: name, argument list (none for a
+/// `.field` step), awaited, tried.
+type RawStep<'a> = (
+    Name,
+    Option<&'a syn::punctuated::Punctuated<Expr, syn::Token![,]>>,
+    bool,
+    bool,
+);
+
+impl BodyLowerer<'_, '_> {
+    /// A method-call chain with its awaits and `?`s, as one call event.
+    pub(super) fn chain(&mut self, e: &Expr) -> Option<u32> {
+        let end_tok = end_span(e);
+        let mut raw: Vec<RawStep<'_>> = Vec::new();
+        let mut cur = e;
+        let mut awaited = false;
+        let mut tried = false;
+        loop {
+            match cur {
+                Expr::Try(t) => {
+                    tried = true;
+                    cur = &t.expr;
+                }
+                Expr::Await(a) => {
+                    awaited = true;
+                    cur = &a.base;
+                }
+                // `state.read().await.slots.get(k)`: a field of the value a call returned
+                // stays in the chain as a `.slots` step (never a method name).
+                Expr::Field(f)
+                    if matches!(
+                        &*f.base,
+                        Expr::MethodCall(_) | Expr::Await(_) | Expr::Try(_)
+                    ) && matches!(f.member, Member::Named(_)) =>
+                {
+                    let Member::Named(id) = &f.member else { break };
+                    raw.push((Name::display(&format_args!(".{id}")), None, awaited, tried));
+                    awaited = false;
+                    tried = false;
+                    cur = &f.base;
+                }
+                Expr::MethodCall(m) => {
+                    raw.push((Name::display(&m.method), Some(&m.args), awaited, tried));
+                    awaited = false;
+                    tried = false;
+                    cur = &m.receiver;
+                }
+                Expr::Paren(p) => cur = &p.expr,
+                Expr::Group(g) => cur = &g.expr,
+                _ => break,
+            }
+        }
+        let mut call = Call::default();
+        // The root's own step (`f(..)`, `query!(..)`), when it has one.
+        let mut root_step: Option<Step> = None;
+        let root_start = start_span(cur);
+        let mut deferred: Vec<&Expr> = Vec::new();
+        match cur {
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    call.func = p
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| Name::display(&s.ident))
+                        .collect();
+                    let name = call.func.last().cloned().unwrap_or_default();
+                    let args = self.args(c.args.each(), &mut deferred);
+                    root_step = Some(Step {
+                        name,
+                        args,
+                        awaited,
+                        tried,
+                    });
+                } else {
+                    self.expr(&c.func);
+                    for a in c.args.each() {
+                        self.expr(a);
+                    }
+                }
+            }
+            Expr::Macro(m) => {
+                let name = m
+                    .mac
+                    .path
+                    .segments
+                    .last()
+                    .map(|s| Name::display(&s.ident))
+                    .unwrap_or_default();
+                if macros::is_query_macro(&name) {
+                    call.func = m
+                        .mac
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| Name::display(&s.ident))
+                        .collect();
+                    if let Some(last) = call.func.last_mut() {
+                        *last = last.with_suffix("!");
+                    }
+                    let exprs = macros::parse_args(&m.mac.tokens);
+                    let mut inner = Vec::new();
+                    let args = self.args(exprs.iter(), &mut inner);
+                    for d in inner {
+                        self.expr(d);
+                    }
+                    root_step = Some(Step {
+                        name: name.with_suffix("!"),
+                        args,
+                        awaited,
+                        tried,
+                    });
+                } else {
+                    let sp = self.lines.sp(root_start, m.mac.bang_token.span);
+                    self.mac(&m.mac, sp);
+                }
+            }
+            _ => {
+                if let Some(p) = place_parts(cur) {
+                    call.recv = p.into();
+                } else {
+                    self.expr(cur);
+                }
+            }
+        }
+        // The root's step, then the method steps innermost first (`Small` collects a one-step
+        // call, most calls, without a vector, and a longer one into an exactly sized one).
+        call.steps = root_step
+            .into_iter()
+            .chain(raw.into_iter().rev().map(|(name, args, awaited, tried)| {
+                let args = match args {
+                    Some(args) => self.args(args.each(), &mut deferred),
+                    None => Small::Empty,
+                };
+                Step {
+                    name,
+                    args,
+                    awaited,
+                    tried,
+                }
+            }))
+            .collect();
+        if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
+            return None;
+        }
+        // `timeout(d, client.post(url).send()).await` drives the inner future.
+        if apis::TIMEOUT_FNS.contains(&call.func_last()) && call.steps[0].awaited {
+            let inner: Vec<u32> = call.steps[0].args.iter().filter_map(|a| a.ev).collect();
+            for j in inner {
+                self.mark_awaited(j);
+            }
+        }
+        let sp = self.lines.sp(root_start, end_tok);
+        // `drop(guard)` ends a guard's life.
+        let drop_name =
+            (call.func.len() == 1 && call.func[0] == "drop" && call.steps[0].args.len() == 1)
+                .then(|| call.steps[0].args[0].paths.first().cloned())
+                .flatten();
+        // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
+        let recv_root: Vec<Name> = call.recv.first().cloned().into_iter().collect();
+        let idx = self.push(sp, Ev::Call(Box::new(call)));
+        for d in deferred {
+            self.push(sp, Ev::Enter(Region::Closure { call: Some(idx) }));
+            match d {
+                Expr::Closure(c) => self.closure_body(c, recv_root.clone()),
+                Expr::Async(a) => self.block(&a.block),
+                other => {
+                    self.expr(other);
+                }
+            }
+            self.push(sp, Ev::Leave);
+        }
+        if let Some(name) = drop_name {
+            self.push(sp, Ev::Drop { name });
+        }
+        Some(idx)
+    }
+
+    pub(super) fn args<'e>(
+        &mut self,
+        it: impl Iterator<Item = &'e Expr>,
+        deferred: &mut Vec<&'e Expr>,
+    ) -> Small<Arg> {
+        it.map(|a| {
+            let mut arg = arg_info(a, &mut self.scratch);
+            if arg.closure {
+                deferred.push(a);
+            } else {
+                arg.ev = self.expr(a);
+            }
+            arg
+        })
+        .collect()
+    }
+}
+
+/// What the classifier needs to know about one argument. `scratch` is an empty buffer lent by
+/// the caller (and left empty), so the usual one-place argument allocates nothing.
+pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
+    let mut a = Arg::default();
+    paths(e, scratch, 0);
+    a.paths = scratch.drain(..).collect();
+    let mut x = ArgExtra::default();
+    let mut strs = Vec::new();
+    strings(e, &mut strs, 0);
+    for s in strs {
+        if x.sql.is_none()
+            && let Some(info) = sql::classify(&s)
+        {
+            x.sql = Some(info);
+            continue;
+        }
+        if s.len() <= MAX_STR {
+            x.strs.push(s);
+        }
+    }
+    arg_scan(e, &mut x, 0);
+    x.lit = struct_lit(e);
+    if !x.is_empty() {
+        a.extra = Some(Box::new(x));
+    }
+    a.mut_borrow = matches!(e, Expr::Reference(r) if r.mutability.is_some())
+        || matches!(e, Expr::MethodCall(m) if m.method == "as_mut");
+    a.closure = is_deferred(e);
+    a
+}
+/// Closures and async blocks passed as arguments run later (or inside the callee), so they are
+/// lowered after the call event: directly, or wrapped once (`Box::pin(async move { .. })`).
+pub(super) fn is_deferred(e: &Expr) -> bool {
+    match e {
+        Expr::Closure(_) | Expr::Async(_) => true,
+        Expr::Call(c) => c
+            .args
+            .each()
+            .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_))),
+        Expr::MethodCall(m) => {
+            matches!(&*m.receiver, Expr::Async(_) | Expr::Closure(_))
+                || m.args
+                    .each()
+                    .any(|a| matches!(a, Expr::Closure(_) | Expr::Async(_)))
+        }
+        _ => false,
+    }
+}
+/// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
+pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
+    if depth > 24 {
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::MethodCall(m) => {
+            let name = Name::display(&m.method);
+            if apis::COLUMN_TESTS.contains(&name.as_str())
+                && let Some(col) = place_parts(&m.receiver).and_then(|p| p.last().cloned())
+            {
+                a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
+            }
+            arg_scan(&m.receiver, a, d);
+            m.args.each().for_each(|x| arg_scan(x, a, d));
+        }
+        Expr::Call(c) => {
+            if let Expr::Path(p) = &*c.func {
+                let s: Vec<Name> = p
+                    .path
+                    .segments
+                    .iter()
+                    .map(|s| Name::display(&s.ident))
+                    .collect();
+                if a.calls.len() < 8 {
+                    a.calls.push(Name::join(&s, "::"));
+                }
+            }
+            c.args.each().for_each(|x| arg_scan(x, a, d));
+        }
+        Expr::Reference(r) => arg_scan(&r.expr, a, d),
+        Expr::Paren(p) => arg_scan(&p.expr, a, d),
+        Expr::Unary(u) => arg_scan(&u.expr, a, d),
+        Expr::Binary(b) => {
+            arg_scan(&b.left, a, d);
+            arg_scan(&b.right, a, d);
+        }
+        Expr::Struct(s) => s.fields.each().for_each(|f| arg_scan(&f.expr, a, d)),
+        _ => {}
+    }
+}
+/// Std-only chains that no rule or summary can use: `x.clone()`, `v.iter().map(..).collect()`,
+/// `Ok(..)`, `Arc::new(..)`, on a plain local or a constructor, with no `.await`, no `?`, no
+/// SQL and no closure (a closure argument keeps the call, its region hangs off it).
+pub(super) fn is_noise(call: &Call) -> bool {
+    if call
+        .steps
+        .iter()
+        .any(|s| s.awaited || s.tried || s.args.iter().any(|a| a.sql().is_some() || a.closure))
+    {
+        return false;
+    }
+    let steps_noise = |skip: usize| {
+        call.steps
+            .iter()
+            .skip(skip)
+            .all(|s| apis::NOISE_STEPS.contains(&s.name.as_str()))
+    };
+    if call.func.is_empty() {
+        return call.recv.len() == 1 && call.recv[0] != "self" && steps_noise(0);
+    }
+    let last = call.func_last();
+    if call.func.len() == 1 {
+        return apis::WRAPPING_VARIANTS.contains(&last) && steps_noise(1);
+    }
+    // `Type::new(..)`: only std containers and wrappers; a crate or client type may matter.
+    let ty = call.func[call.func.len() - 2].as_str();
+    apis::NOISE_FNS.contains(&last) && apis::STD_VALUE_TYPES.contains(&ty) && steps_noise(1)
+}

@@ -1,0 +1,414 @@
+//! Lowering expressions in evaluation order: branches, matches and loops as regions, closures
+//! and async blocks, assignments, comparisons (as tests), exits, and macros in statement or
+//! expression position.
+
+use super::Seq;
+use super::body::BodyLowerer;
+use super::macros;
+use super::pat_names;
+use super::places::{paths, place};
+use super::spans::{end_span, first_pat_span, first_span, start_span};
+use crate::apis;
+use crate::ir::{Assign, Bind, Ev, Event, Region, Sp};
+use crate::name::Name;
+use crate::parse::MAX_DEPTH;
+use syn::{BinOp, Block, Expr, Pat, Stmt};
+
+impl BodyLowerer<'_, '_> {
+    /// Lowers an expression; returns the index of the call event when it is a call chain.
+    pub(super) fn expr(&mut self, e: &Expr) -> Option<u32> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let r = self.expr_inner(e);
+        self.depth -= 1;
+        r
+    }
+
+    pub(super) fn expr_inner(&mut self, e: &Expr) -> Option<u32> {
+        match e {
+            Expr::MethodCall(_) | Expr::Call(_) | Expr::Await(_) | Expr::Try(_) => {
+                return self.chain(e);
+            }
+            Expr::Macro(m) => {
+                let sp = self
+                    .lines
+                    .sp(first_span(&m.mac.path), m.mac.bang_token.span);
+                return self.mac(&m.mac, sp);
+            }
+            Expr::If(i) => {
+                let start = self.ev.len();
+                let mut let_pats = Vec::new();
+                self.cond_expr(&i.cond, &mut let_pats);
+                let sp = self.lines.sp(i.if_token.span, end_span(&i.cond));
+                let cond = self.test(sp, start, &[&i.cond]);
+                let div = block_diverges(&i.then_branch);
+                self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                self.bind_tested(sp, cond, let_pats);
+                self.block(&i.then_branch);
+                self.push(sp, Ev::Leave);
+                if let Some((_, els)) = &i.else_branch {
+                    let div = expr_diverges(els);
+                    self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                    self.expr(els);
+                    self.push(sp, Ev::Leave);
+                }
+            }
+            Expr::Match(m) => {
+                let start = self.ev.len();
+                self.expr(&m.expr);
+                let sp = self.lines.sp(m.match_token.span, end_span(&m.expr));
+                let cond = self.test(sp, start, &[&m.expr]);
+                for arm in &m.arms {
+                    let asp = self
+                        .lines
+                        .sp(first_pat_span(&arm.pat), arm.fat_arrow_token.spans[1]);
+                    self.push(
+                        asp,
+                        Ev::Enter(Region::Branch {
+                            diverges: expr_diverges(&arm.body),
+                        }),
+                    );
+                    let mut names = Vec::new();
+                    pat_names(&arm.pat, &mut names);
+                    self.bind_tested(asp, cond, names);
+                    if let Pat::Guard(g) = &arm.pat {
+                        let gstart = self.ev.len();
+                        self.expr(&g.guard);
+                        let gsp = self.lines.sp(g.if_token.span, end_span(&g.guard));
+                        self.test(gsp, gstart, &[&g.guard]);
+                    }
+                    self.expr(&arm.body);
+                    self.push(asp, Ev::Leave);
+                }
+            }
+            Expr::Block(b) => self.block(&b.block),
+            Expr::Unsafe(b) => self.block(&b.block),
+            Expr::Const(b) => self.block(&b.block),
+            Expr::TryBlock(b) => self.block(&b.block),
+            Expr::Loop(l) => {
+                let sp = self.lines.sp(l.loop_token.span, l.loop_token.span);
+                self.push(sp, Ev::Enter(Region::Loop));
+                self.block(&l.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::While(w) => {
+                let sp = self.lines.sp(w.while_token.span, end_span(&w.cond));
+                self.push(sp, Ev::Enter(Region::Loop));
+                let start = self.ev.len();
+                let mut let_pats = Vec::new();
+                self.cond_expr(&w.cond, &mut let_pats);
+                let cond = self.test(sp, start, &[&w.cond]);
+                self.bind_tested(sp, cond, let_pats);
+                self.block(&w.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::ForLoop(f) => {
+                let start = self.ev.len();
+                self.expr(&f.expr);
+                let calls = self.calls_since(start);
+                let sp = self.lines.sp(f.for_token.span, f.in_token.span);
+                self.push(sp, Ev::Enter(Region::Loop));
+                let mut names = Vec::new();
+                pat_names(&f.pat, &mut names);
+                let mut deps = Vec::new();
+                paths(&f.expr, &mut deps, 0);
+                self.push(sp, Ev::Bind(Box::new(Bind::plain(names, deps, calls))));
+                self.block(&f.body);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Closure(c) => {
+                let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
+                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.closure_body(c, Vec::new());
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Async(a) => {
+                let sp = self.lines.sp(a.async_token.span, a.async_token.span);
+                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.block(&a.block);
+                self.push(sp, Ev::Leave);
+            }
+            Expr::Assign(a) => {
+                self.expr(&a.right);
+                let mut deps = Vec::new();
+                paths(&a.right, &mut deps, 0);
+                let sp = self.lines.sp(start_span(&a.left), end_span(&a.right));
+                if let Some(target) = place(&a.left) {
+                    self.push(
+                        sp,
+                        Ev::Assign(Box::new(Assign {
+                            target,
+                            deps: deps.into(),
+                        })),
+                    );
+                }
+            }
+            Expr::Binary(b) => {
+                if is_assign_op(&b.op) {
+                    self.expr(&b.right);
+                    let mut deps = Vec::new();
+                    paths(&b.right, &mut deps, 0);
+                    paths(&b.left, &mut deps, 0);
+                    let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
+                    if let Some(target) = place(&b.left) {
+                        self.push(
+                            sp,
+                            Ev::Assign(Box::new(Assign {
+                                target,
+                                deps: deps.into(),
+                            })),
+                        );
+                    }
+                } else {
+                    let start = self.ev.len();
+                    self.expr(&b.left);
+                    self.expr(&b.right);
+                    if matches!(
+                        b.op,
+                        BinOp::Eq(_)
+                            | BinOp::Ne(_)
+                            | BinOp::Lt(_)
+                            | BinOp::Le(_)
+                            | BinOp::Gt(_)
+                            | BinOp::Ge(_)
+                    ) {
+                        // A comparison anywhere (`Ok(changed == 1)`, a filter predicate) tests
+                        // its operands.
+                        let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
+                        self.test(sp, start, &[&b.left, &b.right]);
+                    }
+                }
+            }
+            Expr::Return(r) => {
+                if let Some(x) = &r.expr {
+                    self.expr(x);
+                }
+                let sp = self.lines.sp(r.return_token.span, r.return_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Break(b) => {
+                if let Some(x) = &b.expr {
+                    self.expr(x);
+                }
+                let sp = self.lines.sp(b.break_token.span, b.break_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Continue(c) => {
+                let sp = self.lines.sp(c.continue_token.span, c.continue_token.span);
+                self.push(sp, Ev::Exit);
+            }
+            Expr::Let(l) => {
+                self.expr(&l.expr);
+            }
+            Expr::Unary(u) => {
+                self.expr(&u.expr);
+            }
+            Expr::Reference(r) => {
+                self.expr(&r.expr);
+            }
+            Expr::Paren(p) => return self.expr(&p.expr),
+            Expr::Group(g) => return self.expr(&g.expr),
+            Expr::Cast(c) => {
+                self.expr(&c.expr);
+            }
+            Expr::Field(f) => {
+                self.expr(&f.base);
+            }
+            Expr::Index(i) => {
+                self.expr(&i.expr);
+                self.expr(&i.index);
+            }
+            Expr::Tuple(t) => t.elems.each().for_each(|x| {
+                self.expr(x);
+            }),
+            Expr::Array(t) => t.elems.each().for_each(|x| {
+                self.expr(x);
+            }),
+            Expr::Struct(s) => {
+                for f in s.fields.each() {
+                    self.expr(&f.expr);
+                }
+                if let Some(r) = &s.rest {
+                    self.expr(r);
+                }
+            }
+            Expr::Range(r) => {
+                if let Some(x) = &r.start {
+                    self.expr(x);
+                }
+                if let Some(x) = &r.end {
+                    self.expr(x);
+                }
+            }
+            Expr::Repeat(r) => {
+                self.expr(&r.expr);
+            }
+            _ => {}
+        }
+        None
+    }
+
+    pub(super) fn closure_body(&mut self, c: &syn::ExprClosure, from: Vec<Name>) {
+        let mut names = Vec::new();
+        for p in c.inputs.each() {
+            pat_names(p, &mut names);
+        }
+        if !names.is_empty() {
+            let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
+            self.push(sp, Ev::Bind(Box::new(Bind::plain(names, from, Vec::new()))));
+        }
+        self.expr(&c.body);
+    }
+
+    /// An `if` / `while` condition; `let` patterns inside it are collected for the branch.
+    pub(super) fn cond_expr(&mut self, e: &Expr, let_pats: &mut Vec<Name>) {
+        match e {
+            Expr::Let(l) => {
+                self.expr(&l.expr);
+                pat_names(&l.pat, let_pats);
+            }
+            Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+                self.cond_expr(&b.left, let_pats);
+                self.cond_expr(&b.right, let_pats);
+            }
+            Expr::Paren(p) => self.cond_expr(&p.expr, let_pats),
+            _ => {
+                self.expr(e);
+            }
+        }
+    }
+
+    /// A macro in statement or expression position.
+    pub(super) fn mac(&mut self, m: &syn::Macro, sp: Sp) -> Option<u32> {
+        let name = m
+            .path
+            .segments
+            .last()
+            .map(|s| Name::display(&s.ident))
+            .unwrap_or_default();
+        let name = name.as_str();
+        if apis::SELECT_MACROS.contains(&name) {
+            for (pat, fut, body) in macros::select_branches(&m.tokens) {
+                let mut fut_call = Vec::new();
+                if let Some(f) = &fut
+                    && let Some(idx) = self.expr(f)
+                {
+                    self.mark_awaited(idx);
+                    fut_call.push(idx);
+                }
+                self.push(
+                    sp,
+                    Ev::Enter(Region::Branch {
+                        diverges: body.as_ref().is_some_and(expr_diverges),
+                    }),
+                );
+                if let Some(p) = &pat {
+                    let mut names = Vec::new();
+                    pat_names(p, &mut names);
+                    if !names.is_empty() {
+                        self.push(
+                            sp,
+                            Ev::Bind(Box::new(Bind::plain(names, Vec::new(), fut_call))),
+                        );
+                    }
+                }
+                if let Some(b) = &body {
+                    self.expr(b);
+                }
+                self.push(sp, Ev::Leave);
+            }
+        } else if apis::ASSERTION_MACROS.contains(&name) {
+            let args = macros::parse_args(&m.tokens);
+            let start = self.ev.len();
+            let tested: Vec<&Expr> = args
+                .iter()
+                .take(if name.contains("eq") { 2 } else { 1 })
+                .collect();
+            for a in &tested {
+                self.expr(a);
+            }
+            self.test(sp, start, &tested);
+        } else if apis::DIVERGING_MACROS.contains(&name) {
+            self.push(sp, Ev::Exit);
+        } else if macros::is_query_macro(name) {
+            let e = Expr::Macro(syn::ExprMacro {
+                attrs: Vec::new(),
+                mac: m.clone(),
+            });
+            return self.chain(&e);
+        } else if apis::JOIN_MACROS.contains(&name) {
+            for a in macros::parse_args(&m.tokens) {
+                if let Some(idx) = self.expr(&a) {
+                    self.mark_awaited(idx);
+                }
+            }
+        } else if (macros::is_format_like(name) || macros::is_lowered_macro(name))
+            && macros::mentions_await(&m.tokens)
+        {
+            // Re-parsing a macro's tokens costs; only when an effect can hide inside.
+            for a in macros::parse_args(&m.tokens) {
+                self.expr(&a);
+            }
+        }
+        None
+    }
+
+    /// A future driven by `select!` / `join!` is awaited by the macro.
+    pub(super) fn mark_awaited(&mut self, idx: u32) {
+        if let Some(Event {
+            kind: Ev::Call(c), ..
+        }) = self.ev.get_mut(idx as usize)
+            && let Some(last) = c.steps.last_mut()
+        {
+            last.awaited = true;
+        }
+    }
+}
+
+pub(super) fn is_assign_op(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::AddAssign(_)
+            | BinOp::SubAssign(_)
+            | BinOp::MulAssign(_)
+            | BinOp::DivAssign(_)
+            | BinOp::RemAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_)
+    )
+}
+pub(super) fn block_diverges(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match s {
+        Stmt::Expr(e, _) => expr_diverges(e),
+        Stmt::Macro(m) => macro_diverges(&m.mac),
+        _ => false,
+    })
+}
+pub(super) fn expr_diverges(e: &Expr) -> bool {
+    match e {
+        Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => true,
+        Expr::Block(b) => block_diverges(&b.block),
+        Expr::Macro(m) => macro_diverges(&m.mac),
+        Expr::If(i) => {
+            block_diverges(&i.then_branch)
+                && i.else_branch
+                    .as_ref()
+                    .is_some_and(|(_, e)| expr_diverges(e))
+        }
+        Expr::Try(t) => {
+            matches!(&*t.expr, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Err")))
+        }
+        _ => false,
+    }
+}
+pub(super) fn macro_diverges(m: &syn::Macro) -> bool {
+    m.path
+        .segments
+        .last_item()
+        .is_some_and(|s| apis::DIVERGING_MACROS.contains(&Name::display(&s.ident).as_str()))
+}

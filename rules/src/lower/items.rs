@@ -1,0 +1,344 @@
+//! Lowering a file's items: fns, impls (with their self type and trait), traits' default
+//! methods, modules, structs with their field types, consts holding SQL or short strings, type
+//! aliases and `use` aliases; `#[fenced]` / `#[idempotent]` attributes read with the shared
+//! grammar; test code skipped.
+
+use super::types::{self, type_ref};
+use super::{Seq, body, macros, pat_names, prefilter};
+use crate::apis;
+use crate::ir::{Body, FileIr, Sp};
+use crate::name::Name;
+use crate::parse::LineIndex;
+use crate::sql;
+use syn::{Attribute, FnArg, ImplItem, Item, Signature, TraitItem, UseTree};
+
+/// Lowers a file's items: what each contributes to the crate facts (structs and their field
+/// types, `use` aliases, consts holding SQL, trait impls, type aliases), the line range of each
+/// (for item-level suppressions), and one [`Body`] per fn, method or trait default method.
+pub(super) struct ItemLowerer<'a, 'b> {
+    pub(super) lines: &'a LineIndex<'b>,
+    pub(super) knowledge: &'a crate::Knowledge,
+    pub(super) out: &'a mut FileIr,
+    /// Item nesting (modules in modules, fns in fns), bounded at 64.
+    pub(super) depth: u32,
+}
+
+impl ItemLowerer<'_, '_> {
+    fn item_range(
+        &mut self,
+        attrs: &[Attribute],
+        first: proc_macro2::Span,
+        last: proc_macro2::Span,
+    ) {
+        let start = attrs
+            .first()
+            .map(|a| a.pound_token.span.start().line)
+            .unwrap_or(first.start().line);
+        let start = start.min(first.start().line);
+        self.out.items.push((start as u32, last.end().line as u32));
+    }
+
+    pub(super) fn item(&mut self, item: &Item, module: Option<&str>) {
+        if self.depth > 64 {
+            return;
+        }
+        self.depth += 1;
+        match item {
+            Item::Fn(f) if is_test(&f.attrs) => {}
+            Item::Mod(m) if is_test(&m.attrs) => {}
+            Item::Impl(imp) if is_test(&imp.attrs) => {}
+            Item::Fn(f) => {
+                self.item_range(
+                    &f.attrs,
+                    f.sig.fn_token.span,
+                    f.block.brace_token.span.close(),
+                );
+                self.body(&f.attrs, &f.sig, &f.block, None, None);
+            }
+            Item::Impl(imp) => {
+                self.item_range(
+                    &imp.attrs,
+                    imp.impl_token.span,
+                    imp.brace_token.span.close(),
+                );
+                let self_ty = types::type_name(&imp.self_ty);
+                let trait_name = imp
+                    .trait_
+                    .as_ref()
+                    .and_then(|(p, _)| p.segments.last_item())
+                    .map(|s| Name::display(&s.ident));
+                if let (Some(t), Some(ty)) = (&trait_name, &self_ty) {
+                    self.out.facts.trait_impls.push((t.clone(), ty.clone()));
+                }
+                for it in &imp.items {
+                    match it {
+                        ImplItem::Fn(f) if is_test(&f.attrs) => {}
+                        ImplItem::Fn(f) => {
+                            self.item_range(
+                                &f.attrs,
+                                f.sig.fn_token.span,
+                                f.block.brace_token.span.close(),
+                            );
+                            self.body(
+                                &f.attrs,
+                                &f.sig,
+                                &f.block,
+                                self_ty.as_deref(),
+                                trait_name.as_deref(),
+                            );
+                        }
+                        ImplItem::Const(c) => self.konst(&c.ident, &c.expr),
+                        _ => {}
+                    }
+                }
+            }
+            Item::Trait(t) => {
+                self.item_range(&t.attrs, t.trait_token.span, t.brace_token.span.close());
+                let name = Name::display(&t.ident);
+                for it in &t.items {
+                    if let TraitItem::Fn(f) = it
+                        && let Some(block) = &f.default
+                    {
+                        self.body(&f.attrs, &f.sig, block, Some(&name), Some(&name));
+                    }
+                }
+            }
+            Item::Mod(m) => {
+                if let Some((brace, items)) = &m.content {
+                    self.item_range(&m.attrs, m.mod_token.span, brace.span.close());
+                    let name = Name::display(&m.ident);
+                    for it in items {
+                        self.item(it, Some(&name));
+                    }
+                }
+            }
+            Item::Struct(s) => {
+                self.item_range(&s.attrs, s.struct_token.span, s.struct_token.span);
+                let mut fields = Vec::new();
+                for (i, f) in s.fields.iter().enumerate() {
+                    let name = f
+                        .ident
+                        .as_ref()
+                        .map(|i| Name::display(i))
+                        .unwrap_or_else(|| Name::display(&i));
+                    fields.push((name, type_ref(&f.ty)));
+                }
+                self.out
+                    .facts
+                    .structs
+                    .push((Name::display(&s.ident), fields));
+            }
+            Item::Const(c) => self.konst(&c.ident, &c.expr),
+            Item::Type(t) => self
+                .out
+                .facts
+                .aliases
+                .push((Name::display(&t.ident), type_ref(&t.ty))),
+            Item::Static(s) => self.konst(&s.ident, &s.expr),
+            Item::Use(u) => {
+                let mut prefix = Vec::new();
+                self.use_tree(&u.tree, &mut prefix);
+            }
+            _ => {}
+        }
+        let _ = module;
+        self.depth -= 1;
+    }
+
+    fn konst(&mut self, ident: &syn::Ident, expr: &syn::Expr) {
+        let mut e = expr;
+        while let syn::Expr::Reference(r) = e {
+            e = &r.expr;
+        }
+        let text = match e {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Name::from(s.value()),
+            syn::Expr::Macro(m) if m.mac.path.is_ident("concat") => {
+                macros::concat_literals(&m.mac.tokens)
+            }
+            _ => return,
+        };
+        if let Some(info) = sql::classify(&text) {
+            self.out.facts.sql_consts.push((Name::display(ident), info));
+        } else if text.len() <= 96 {
+            self.out.facts.str_consts.push((Name::display(ident), text));
+        }
+    }
+
+    fn use_tree(&mut self, tree: &UseTree, prefix: &mut Vec<Name>) {
+        match tree {
+            UseTree::Path(p) => {
+                prefix.push(Name::display(&p.ident));
+                self.use_tree(&p.tree, prefix);
+                prefix.pop();
+            }
+            UseTree::Name(n) => {
+                let name = Name::display(&n.ident);
+                if name == "self" {
+                    if let Some(last) = prefix.last() {
+                        self.out
+                            .facts
+                            .uses
+                            .push((last.clone(), Name::join(prefix, "::")));
+                    }
+                } else {
+                    prefix.push(name.clone());
+                    let full = Name::join(prefix, "::");
+                    prefix.pop();
+                    self.out.facts.uses.push((name, full));
+                }
+            }
+            UseTree::Rename(r) => {
+                prefix.push(Name::display(&r.ident));
+                let full = Name::join(prefix, "::");
+                prefix.pop();
+                self.out.facts.uses.push((Name::display(&r.rename), full));
+            }
+            UseTree::Glob(_) => {}
+            UseTree::Group(g) => {
+                for t in g.items.each() {
+                    self.use_tree(t, prefix);
+                }
+            }
+        }
+    }
+
+    fn body(
+        &mut self,
+        attrs: &[Attribute],
+        sig: &Signature,
+        block: &syn::Block,
+        self_ty: Option<&str>,
+        trait_name: Option<&str>,
+    ) {
+        let ident = Name::display(&sig.ident);
+
+        let mut params = Vec::new();
+        let mut mut_self = false;
+        for input in sig.inputs.each() {
+            match input {
+                FnArg::Receiver(r) => {
+                    mut_self = r.mutability.is_some()
+                        || matches!(r.kind, syn::ReceiverKind::Reference(_, _, Some(_)));
+                    if let Some(t) = self_ty {
+                        params.push((Name::new("self"), vec![Name::new(t)]));
+                    }
+                }
+                FnArg::Typed(pt) => {
+                    let ty = type_ref(&pt.ty);
+                    let mut names = Vec::new();
+                    pat_names(&pt.pat, &mut names);
+                    // The last name takes the type; only the others need a copy.
+                    let last = names.pop();
+                    for n in names {
+                        params.push((n, ty.clone()));
+                    }
+                    if let Some(n) = last {
+                        params.push((n, ty));
+                    }
+                }
+            }
+        }
+        let ret = match &sig.output {
+            syn::ReturnType::Default => Vec::new(),
+            syn::ReturnType::Type(_, t) => type_ref(t),
+        };
+        let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
+        let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
+        let mut events = body::lower_block(self.lines, block);
+        if prefilter::is_inert(&events, self.knowledge) {
+            events = prefilter::keep_call_graph(events);
+        }
+        self.out.bodies.push(Body {
+            ident,
+            self_ty: self_ty.map(Name::new),
+            trait_name: trait_name.map(Name::new),
+            sp,
+            fenced,
+            mut_self,
+            idempotent,
+            idempotent_key,
+            params,
+            ret,
+            events,
+        });
+        // Nested items (fns declared inside the body) are separate bodies.
+        for stmt in &block.stmts {
+            if let syn::Stmt::Item(it) = stmt {
+                self.item(it, None);
+            }
+        }
+    }
+}
+
+/// Test code: `#[test]`, `#[tokio::test]`, `#[sqlx::test]` (any path ending in `test`),
+/// `#[rstest]`, `#[test_case(..)]`, and items under `#[cfg(test)]`. It runs alone against
+/// throw-away state, so its reads and writes race with nothing.
+fn is_test(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let Some(last) = a.path().segments.last_item() else {
+            return false;
+        };
+        if last.ident == "cfg" {
+            return matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test");
+        }
+        apis::TEST_ATTRIBUTES.iter().any(|t| last.ident == t)
+    })
+}
+
+/// `#[fenced(..)]` / `#[idempotent(..)]` (any path ending so) whose arguments parse with the
+/// shared grammar, and the idempotent attribute's `key` when it is a place.
+fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Name>) {
+    let mut fenced = false;
+    let mut idempotent = false;
+    let mut key = None;
+    for a in attrs {
+        let Some(last) = a.path().segments.last_item() else {
+            continue;
+        };
+        let tokens = match &a.meta {
+            syn::Meta::List(l) => l.tokens.clone(),
+            syn::Meta::Path(_) => proc_macro2::TokenStream::new(),
+            syn::Meta::NameValue(_) => continue,
+        };
+        if last.ident == "fenced" && staleguard_grammar::fenced::parse(tokens.clone()).is_ok() {
+            fenced = true;
+        } else if last.ident == "idempotent"
+            && let Ok(args) = staleguard_grammar::idempotent::parse(tokens)
+        {
+            idempotent = true;
+            key = args.key.and_then(|k| place_of(&k.value));
+        }
+    }
+    (fenced, idempotent, key)
+}
+
+/// `a.b.c` (through `&`, `*`, parentheses and `.clone()`-like method calls) as a dotted path.
+fn place_of(e: &syn::Expr) -> Option<Name> {
+    match e {
+        syn::Expr::Path(p) if p.qself.is_none() => {
+            let segs: Vec<Name> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| Name::display(&s.ident))
+                .collect();
+            Some(segs.join("::").into())
+        }
+        syn::Expr::Field(f) => {
+            let base = place_of(&f.base)?;
+            let member = match &f.member {
+                syn::Member::Named(i) => i.to_string(),
+                syn::Member::Unnamed(i) => i.index.to_string(),
+            };
+            Some(format!("{base}.{member}").into())
+        }
+        syn::Expr::Reference(r) => place_of(&r.expr),
+        syn::Expr::Unary(u) => place_of(&u.expr),
+        syn::Expr::Paren(p) => place_of(&p.expr),
+        syn::Expr::MethodCall(m) if m.args.is_empty() => place_of(&m.receiver),
+        _ => None,
+    }
+}

@@ -1,0 +1,271 @@
+//! Places and literals read by an expression: dotted places (`order.status`, `self.db`), the
+//! places an expression reads, its short string literals and a struct literal's fields.
+
+use super::Seq;
+use super::macros;
+use crate::ir::StructLit;
+use crate::name::Name;
+use syn::{Block, Expr, Member, Stmt};
+
+/// One segment of a place: an identifier, or a tuple field's index.
+#[derive(Clone, Copy)]
+pub(super) enum Seg<'e> {
+    Ident(&'e syn::Ident),
+    Index(u32),
+}
+impl std::fmt::Display for Seg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seg::Ident(i) => std::fmt::Display::fmt(i, f),
+            Seg::Index(n) => std::fmt::Display::fmt(n, f),
+        }
+    }
+}
+/// Visits, in order, the segments of the place `e` is (`a`, `self.db`, `job.payload.id`; `*x`
+/// and `&x` see through) and says whether it is one. Nothing is visited when it is not. The one
+/// walk behind [`place_parts`], [`place_head`] and [`PlaceText`].
+pub(super) fn place_segments<'e, F: FnMut(Seg<'e>)>(e: &'e Expr, visit: &mut F) -> bool {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => {
+            p.path
+                .segments
+                .iter()
+                .for_each(|s| visit(Seg::Ident(&s.ident)));
+            true
+        }
+        Expr::Field(f) => {
+            if !place_segments(&f.base, visit) {
+                return false;
+            }
+            visit(match &f.member {
+                Member::Named(i) => Seg::Ident(i),
+                Member::Unnamed(i) => Seg::Index(i.index),
+            });
+            true
+        }
+        Expr::Unary(u) => place_segments(&u.expr, visit),
+        Expr::Reference(r) => place_segments(&r.expr, visit),
+        Expr::Paren(p) => place_segments(&p.expr, visit),
+        Expr::Group(g) => place_segments(&g.expr, visit),
+        _ => false,
+    }
+}
+/// The place `e` is, as its parts.
+pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
+    let mut parts = Vec::new();
+    place_segments(e, &mut |s| {
+        parts.push(match s {
+            Seg::Ident(i) => Name::display(i),
+            Seg::Index(n) => Name::display(&n),
+        })
+    })
+    .then_some(parts)
+}
+/// The first identifier and the number of segments of the place `e` is, without building it.
+pub(super) fn place_head(e: &Expr) -> Option<(&syn::Ident, usize)> {
+    let (mut first, mut n) = (None, 0);
+    let is_place = place_segments(e, &mut |s| {
+        if let (0, Seg::Ident(i)) = (n, s) {
+            first = Some(i);
+        }
+        n += 1;
+    });
+    first.filter(|_| is_place).map(|i| (i, n))
+}
+/// Writes a place as its parts joined with `.`, as `Name::join(&place_parts(e), ".")` would.
+pub(super) struct PlaceText<'a>(&'a Expr);
+impl std::fmt::Display for PlaceText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut result = Ok(());
+        let mut sep = "";
+        place_segments(self.0, &mut |s| {
+            if result.is_ok() {
+                result = f
+                    .write_str(sep)
+                    .and_then(|()| std::fmt::Display::fmt(&s, f));
+                sep = ".";
+            }
+        });
+        result
+    }
+}
+pub(super) fn member(m: &Member) -> Name {
+    match m {
+        Member::Named(i) => Name::display(i),
+        Member::Unnamed(i) => Name::display(&i.index),
+    }
+}
+pub(super) fn place(e: &Expr) -> Option<Name> {
+    match e {
+        Expr::Index(i) => place(&i.expr),
+        Expr::MethodCall(m) => place(&m.receiver),
+        _ => place_parts(e).map(|p| Name::join(&p, ".")),
+    }
+}
+/// Dotted places read by an expression (`order.status`, `tx`, `self.db`).
+pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
+    if depth > 48 || out.len() > 64 {
+        return;
+    }
+    if !matches!(e, Expr::Unary(_) | Expr::Reference(_))
+        && let Some((first, len)) = place_head(e)
+    {
+        // A local (`order`), a field of one (`order.id`, `self.db`), or a lowercase module
+        // path; `Status::Pending` is a value, not a place. The text starts with the head.
+        let s = if len == 1 {
+            Name::display(first)
+        } else {
+            Name::display(&PlaceText(e))
+        };
+        let lower_head = || {
+            s.chars()
+                .next()
+                .is_some_and(|c| c.is_lowercase() || c == '_')
+        };
+        if (len == 1 || lower_head()) && !out.contains(&s) {
+            out.push(s);
+        }
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::MethodCall(m) => {
+            paths(&m.receiver, out, d);
+            m.args.each().for_each(|a| paths(a, out, d));
+        }
+        Expr::Call(c) => c.args.each().for_each(|a| paths(a, out, d)),
+        Expr::Await(a) => paths(&a.base, out, d),
+        Expr::Try(t) => paths(&t.expr, out, d),
+        Expr::Binary(b) => {
+            paths(&b.left, out, d);
+            paths(&b.right, out, d);
+        }
+        Expr::Unary(u) => paths(&u.expr, out, d),
+        Expr::Reference(r) => paths(&r.expr, out, d),
+        Expr::Paren(p) => paths(&p.expr, out, d),
+        Expr::Group(g) => paths(&g.expr, out, d),
+        Expr::Cast(c) => paths(&c.expr, out, d),
+        Expr::Field(f) => paths(&f.base, out, d),
+        Expr::Index(i) => {
+            paths(&i.expr, out, d);
+            paths(&i.index, out, d);
+        }
+        Expr::Let(l) => paths(&l.expr, out, d),
+        Expr::Tuple(t) => t.elems.each().for_each(|a| paths(a, out, d)),
+        Expr::Array(t) => t.elems.each().for_each(|a| paths(a, out, d)),
+        Expr::Struct(s) => s.fields.each().for_each(|f| paths(&f.expr, out, d)),
+        Expr::Closure(c) => paths(&c.body, out, d),
+        Expr::Block(b) => block_paths(&b.block, out, d),
+        Expr::Async(b) => block_paths(&b.block, out, d),
+        Expr::If(i) => {
+            paths(&i.cond, out, d);
+            block_paths(&i.then_branch, out, d);
+            if let Some((_, e)) = &i.else_branch {
+                paths(e, out, d);
+            }
+        }
+        Expr::Match(m) => {
+            paths(&m.expr, out, d);
+            for arm in &m.arms {
+                paths(&arm.body, out, d);
+            }
+        }
+        Expr::Macro(m) => {
+            macros::token_paths(&m.mac.tokens, out);
+            // Inline format arguments: `format!("hold:{seat_id}")`.
+            if let Some(lit) = macros::first_literal_text(&m.mac.tokens) {
+                macros::inline_args(&lit, out);
+            }
+        }
+        Expr::Range(r) => {
+            if let Some(x) = &r.start {
+                paths(x, out, d);
+            }
+            if let Some(x) = &r.end {
+                paths(x, out, d);
+            }
+        }
+        _ => {}
+    }
+}
+pub(super) fn block_paths(b: &Block, out: &mut Vec<Name>, depth: u32) {
+    for s in &b.stmts {
+        match s {
+            Stmt::Local(l) => {
+                if let Some(i) = &l.init {
+                    paths(&i.expr, out, depth);
+                }
+            }
+            Stmt::Expr(e, _) => paths(e, out, depth),
+            Stmt::Macro(m) => macros::token_paths(&m.mac.tokens, out),
+            Stmt::Item(_) => {}
+        }
+    }
+}
+/// Name literals in an expression (and the literal of `format!`-like macros).
+pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
+    if depth > 32 || out.len() > 16 {
+        return;
+    }
+    let d = depth + 1;
+    match e {
+        Expr::Lit(l) => {
+            if let syn::Lit::Str(s) = &l.lit {
+                out.push(Name::from(s.value()));
+            }
+        }
+        Expr::Macro(m) => {
+            let name = m
+                .mac
+                .path
+                .segments
+                .last()
+                .map(|s| Name::display(&s.ident))
+                .unwrap_or_default();
+            if (macros::is_format_like(&name) || name == "concat")
+                && let Some(s) = macros::first_literal(&m.mac.tokens)
+            {
+                out.push(s);
+            }
+        }
+        Expr::MethodCall(m) => {
+            strings(&m.receiver, out, d);
+            m.args.each().for_each(|a| strings(a, out, d));
+        }
+        Expr::Call(c) => c.args.each().for_each(|a| strings(a, out, d)),
+        Expr::Reference(r) => strings(&r.expr, out, d),
+        Expr::Paren(p) => strings(&p.expr, out, d),
+        Expr::Group(g) => strings(&g.expr, out, d),
+        Expr::Await(a) => strings(&a.base, out, d),
+        Expr::Try(t) => strings(&t.expr, out, d),
+        Expr::Binary(b) => {
+            strings(&b.left, out, d);
+            strings(&b.right, out, d);
+        }
+        Expr::Array(a) => a.elems.each().for_each(|x| strings(x, out, d)),
+        Expr::Tuple(a) => a.elems.each().for_each(|x| strings(x, out, d)),
+        _ => {}
+    }
+}
+pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
+    match e {
+        Expr::Struct(s) => Some(StructLit {
+            ty: s
+                .path
+                .segments
+                .last()
+                .map(|x| Name::display(&x.ident))
+                .unwrap_or_default(),
+            fields: s.fields.each().map(|f| member(&f.member)).collect(),
+        }),
+        Expr::Call(c) => c.args.each().find_map(struct_lit),
+        Expr::MethodCall(m) => {
+            struct_lit(&m.receiver).or_else(|| m.args.each().find_map(struct_lit))
+        }
+        Expr::Reference(r) => struct_lit(&r.expr),
+        Expr::Paren(p) => struct_lit(&p.expr),
+        Expr::Await(a) => struct_lit(&a.base),
+        Expr::Try(t) => struct_lit(&t.expr),
+        _ => None,
+    }
+}

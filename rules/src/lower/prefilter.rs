@@ -1,0 +1,140 @@
+//! Lowering's pre-filter: a body that no rule can fire on keeps only what summaries and
+//! receiver resolution use (its calls, without their arguments, and its `let`s), which is most
+//! of a large crate's bodies and most of the memory a run keeps.
+
+use crate::apis;
+
+/// A body with no `.await`, no SQL and no trigger step (see [`crate::apis`]), and no call of a
+/// function the project's knowledge names: sync library code. No rule can fire inside it; only
+/// its calls matter (classified by their steps, for summaries).
+pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
+    events.iter().all(|e| match &e.kind {
+        crate::ir::Ev::Call(c) => c.steps.iter().all(|s| {
+            !s.awaited
+                && !apis::is_trigger_step(s.name.trim_end_matches('!'))
+                && !k.lists_ident(&s.name)
+                && s.args.iter().all(|a| a.sql().is_none())
+        }),
+        crate::ir::Ev::Bind(b) => b.sql().is_none(),
+        _ => true,
+    })
+}
+
+/// Keeps only what summaries and receiver resolution use: calls (without argument details) and
+/// `let` bindings, with event indices remapped; and the tests of the receiver's own state
+/// (`if self.stage != from`), which tell a caller that the method re-checks under its guard.
+pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
+    use crate::ir::Ev;
+    let mut map = vec![u32::MAX; events.len()];
+    let mut out = Vec::new();
+    for (i, e) in events.into_iter().enumerate() {
+        match e.kind {
+            Ev::Call(mut c) => {
+                for s in c.steps.iter_mut() {
+                    s.args = Default::default();
+                }
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Call(c),
+                });
+            }
+            Ev::Bind(mut b) => {
+                b.calls = b
+                    .calls
+                    .iter()
+                    .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
+                    .collect();
+                // Only the declared type still matters (receiver classes).
+                b.extra = b.extra.and_then(|x| {
+                    x.ty.map(|ty| {
+                        Box::new(crate::ir::BindExtra {
+                            ty: Some(ty),
+                            ..Default::default()
+                        })
+                    })
+                });
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Bind(b),
+                });
+            }
+            Ev::Cond(mut t) if t.deps.iter().any(|d| d == "self" || d.starts_with("self.")) => {
+                t.calls = t
+                    .calls
+                    .iter()
+                    .filter_map(|&c| map.get(c as usize).copied().filter(|&m| m != u32::MAX))
+                    .collect();
+                map[i] = out.len() as u32;
+                out.push(crate::ir::Event {
+                    sp: e.sp,
+                    kind: Ev::Cond(t),
+                });
+            }
+            _ => {}
+        }
+    }
+    out.shrink_to_fit();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::apis::TRIGGERS;
+    use crate::ir::Ev;
+    use crate::parse::LineIndex;
+
+    /// The events of the only body of `text`, as lowered.
+    fn lowered(text: &str) -> Vec<crate::ir::Event> {
+        let lines = LineIndex::new(text);
+        let ir = super::super::parse_and_lower(text, &lines, &crate::Knowledge::default())
+            .expect("parses");
+        ir.bodies.into_iter().next().expect("one body").events
+    }
+
+    fn kept_whole(events: &[crate::ir::Event]) -> bool {
+        let tested = events.iter().any(|e| matches!(e.kind, Ev::Cond(_)));
+        let with_args = events
+            .iter()
+            .any(|e| matches!(&e.kind, Ev::Call(c) if c.all_args().next().is_some()));
+        tested && with_args
+    }
+
+    /// Every step the knowledge base classifies by its name keeps a sync body (no `.await`, no
+    /// SQL) whole: its tests and its calls' arguments, as a method and as a function.
+    #[test]
+    fn every_trigger_keeps_a_sync_body_whole() {
+        for (list, steps) in TRIGGERS {
+            for step in *steps {
+                for call in [format!("x.{step}(y)"), format!("m::{step}(y)")] {
+                    let text = format!("fn f(x: X, y: u8) {{ if y > 1 {{ {call}; }} }}");
+                    assert!(kept_whole(&lowered(&text)), "{list}: `{call}` was dropped");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_with_no_trigger_keeps_only_its_calls() {
+        let events = lowered("fn f(x: X, y: u8) { if y > 1 { x.frobnicate(y); } }");
+        assert!(!kept_whole(&events), "{events:?}");
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(&e.kind, Ev::Call(c) if c.head() == "frobnicate"))
+        );
+        let awaited = lowered("async fn f(x: X, y: u8) { if y > 1 { x.frobnicate(y).await; } }");
+        assert!(kept_whole(&awaited), "an `.await` keeps a body whole");
+    }
+
+    #[test]
+    fn a_configured_function_keeps_a_body_whole() {
+        let text = "fn f(x: X, y: u8) { if y > 1 { x.charge(y); } }";
+        let lines = LineIndex::new(text);
+        let mut k = crate::Knowledge::default();
+        k.remote_calls.push("Gateway::charge".into());
+        let ir = super::super::parse_and_lower(text, &lines, &k).expect("parses");
+        assert!(kept_whole(&ir.bodies[0].events));
+    }
+}
