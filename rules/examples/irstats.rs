@@ -66,8 +66,8 @@ fn main() {
         for b in &l.ir().bodies {
             bodies += 1;
             let full = b.events.iter().any(|e| match &e.kind {
-                Ev::Call(c) => c.steps.iter().any(|s| !s.args.is_empty()),
-                Ev::Bind(_) => false,
+                EventKind::Call(c) => c.steps.iter().any(|s| !s.args.is_empty()),
+                EventKind::Bind(_) => false,
                 _ => true,
             });
             if full {
@@ -77,8 +77,8 @@ fn main() {
             for e in &b.events {
                 ev += 1;
                 match &e.kind {
-                    Ev::Call(c) => st += c.steps.len(),
-                    Ev::Bind(_) => bi += 1,
+                    EventKind::Call(c) => st += c.steps.len(),
+                    EventKind::Bind(_) => bi += 1,
                     _ => {}
                 }
             }
@@ -88,7 +88,7 @@ fn main() {
                     c[n.min(2)] += 1;
                 };
                 match &e.kind {
-                    Ev::Call(c) => {
+                    EventKind::Call(c) => {
                         see("call.recv", c.recv.len());
                         see("call.func", c.func.len());
                         see("call.steps", c.steps.len());
@@ -99,13 +99,13 @@ fn main() {
                             }
                         }
                     }
-                    Ev::Bind(bd) => {
+                    EventKind::Bind(bd) => {
                         see("bind.names", bd.names.len());
                         see("bind.deps", bd.deps.len());
                         see("bind.calls", bd.calls.len());
                         see("bind.strs", bd.strs().len());
                     }
-                    Ev::Cond(t) => {
+                    EventKind::Cond(t) => {
                         see("cond.deps", t.deps.len());
                         see("cond.calls", t.calls.len());
                     }
@@ -118,7 +118,7 @@ fn main() {
             split[k].2 += bi;
             for e in &b.events {
                 let k = match &e.kind {
-                    Ev::Call(c) => {
+                    EventKind::Call(c) => {
                         steps += c.steps.len();
                         for s in &c.steps {
                             args += s.args.len();
@@ -133,13 +133,13 @@ fn main() {
                         *names.entry(key).or_default() += 1;
                         "call"
                     }
-                    Ev::Bind(_) => "bind",
-                    Ev::Assign(_) => "assign",
-                    Ev::Cond(_) => "cond",
-                    Ev::Exit => "exit",
-                    Ev::Drop { .. } => "drop",
-                    Ev::Enter(_) => "enter",
-                    Ev::Leave => "leave",
+                    EventKind::Bind(_) => "bind",
+                    EventKind::Assign(_) => "assign",
+                    EventKind::Cond(_) => "cond",
+                    EventKind::Exit => "exit",
+                    EventKind::Drop { .. } => "drop",
+                    EventKind::Enter(_) => "enter",
+                    EventKind::Leave => "leave",
                 };
                 *counts.entry(k).or_default() += 1;
             }

@@ -118,14 +118,14 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
     };
     let mut out = String::new();
     for id in &a.ids {
-        let fx = &a.effects[id];
+        let own = &a.effects[id];
         let sum = &a.summaries[id];
         let view = crate::effects::Effects {
-            body: fx,
+            body: own,
             sites: &a.sites[id],
         };
         let any = view.all().next().is_some()
-            || fx.callees.iter().any(|c| !c.is_empty())
+            || own.callees.iter().any(|c| !c.is_empty())
             || !sum.effects.is_empty();
         if !any {
             continue;
@@ -135,7 +135,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
             out,
             "fn {} txparam={:?} events={}",
             name(id),
-            fx.tx_param.as_deref(),
+            own.tx_param.as_deref(),
             body.events.len()
         );
         for i in 0..body.events.len() as u32 {

@@ -2,8 +2,8 @@
 //! (classification, summaries, rules) reads. It holds no syntax tree and is `Send + Sync`.
 //!
 //! A body is a flat, ordered list of [`Event`]s. Structure that matters for the rules is kept with
-//! paired [`Ev::Enter`] / [`Ev::Leave`] markers (branches, loops, closures, async blocks), and guard
-//! lifetimes with [`Ev::Drop`] at scope end or `drop(x)`.
+//! paired [`EventKind::Enter`] / [`EventKind::Leave`] markers (branches, loops, closures, async blocks), and guard
+//! lifetimes with [`EventKind::Drop`] at scope end or `drop(x)`.
 
 pub use crate::name::Name;
 pub use crate::small::Small;
@@ -91,13 +91,13 @@ pub struct Body {
 #[derive(Debug, Clone)]
 pub struct Event {
     pub sp: Sp,
-    pub kind: Ev,
+    pub kind: EventKind,
 }
 
 /// The event kinds. Calls are kept raw here; [`crate::kb`] classifies them at check time, when
 /// crate-wide facts (field types, other files' functions) are known.
 #[derive(Debug, Clone)]
-pub enum Ev {
+pub enum EventKind {
     /// A call chain (`self.http.post(url).json(&b).send().await?`) as one event.
     Call(Box<Call>),
     /// `let pat = init;` — the names bound, the locals the init reads, the calls in the init.
@@ -135,14 +135,14 @@ impl std::fmt::Display for BodyName<'_> {
     }
 }
 
-/// The payload of [`Ev::Assign`] (boxed: assignments are rare, and the event stays small).
+/// The payload of [`EventKind::Assign`] (boxed: assignments are rare, and the event stays small).
 #[derive(Debug, Clone)]
 pub struct Assign {
     pub target: Name,
     pub deps: Box<[Name]>,
 }
 
-/// The payload of [`Ev::Cond`]: the places and the call events a test reads.
+/// The payload of [`EventKind::Cond`]: the places and the call events a test reads.
 #[derive(Debug, Clone)]
 pub struct Test {
     pub deps: Box<[Name]>,

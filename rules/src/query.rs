@@ -2,10 +2,10 @@
 //! which lock guards and transactions are live at an event, which events run detached (spawned
 //! or delayed), which locals derive from a read, whether a write's result is checked.
 
-use crate::apis::{GUARD_RELEASE_STEPS, RESULT_CHECK_STEPS};
+use crate::apis::{GUARD_RELEASE_STEPS, RESULT_CHECK_STEPS, SERIALIZABLE_STEPS};
 use crate::effects::{Effect, EffectKind, Effects, Sparse};
 use crate::fxhash::FxHashSet;
-use crate::ir::{Body, Ev, Region};
+use crate::ir::{Body, EventKind, Region};
 use crate::name::Name;
 
 /// A live lock or transaction: the event that opened it and the local holding it.
@@ -29,7 +29,7 @@ pub struct State {
 pub fn binders(body: &Body) -> Vec<Vec<Name>> {
     let mut out = vec![Vec::new(); body.events.len()];
     for ev in &body.events {
-        if let Ev::Bind(b) = &ev.kind
+        if let EventKind::Bind(b) = &ev.kind
             && let Some(&last) = b.calls.last()
             && out[last as usize].is_empty()
         {
@@ -54,7 +54,7 @@ pub fn detached(body: &Body, effects: &Sparse<Effect>) -> Vec<bool> {
     let mut cur = false;
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
-            Ev::Enter(r) => {
+            EventKind::Enter(r) => {
                 stack.push(cur);
                 if let Region::Closure { call: Some(c) } = r
                     && is_detaching(effects, *c)
@@ -62,7 +62,7 @@ pub fn detached(body: &Body, effects: &Sparse<Effect>) -> Vec<bool> {
                     cur = true;
                 }
             }
-            Ev::Leave => cur = stack.pop().unwrap_or(false),
+            EventKind::Leave => cur = stack.pop().unwrap_or(false),
             _ => {}
         }
         out[i] = cur;
@@ -86,7 +86,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
     for (i, ev) in body.events.iter().enumerate() {
         out.push(cur.clone());
         match &ev.kind {
-            Ev::Enter(r) => {
+            EventKind::Enter(r) => {
                 let saved = cur.clone();
                 match r {
                     Region::Branch { diverges } => stack.push((saved, *diverges)),
@@ -106,16 +106,16 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                     }
                 }
             }
-            Ev::Leave => {
+            EventKind::Leave => {
                 if let Some((saved, true)) = stack.pop() {
                     cur = saved;
                 }
             }
-            Ev::Drop { name } => {
+            EventKind::Drop { name } => {
                 cur.locks.retain(|o| o.name.as_deref() != Some(name));
                 cur.txs.retain(|o| o.name.as_deref() != Some(name));
             }
-            Ev::Call(_) => {
+            EventKind::Call(_) => {
                 let names = &bind[i];
                 let held = names.first().filter(|n| n.as_str() != "_").cloned();
                 for e in effects.at(i as u32) {
@@ -147,7 +147,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                     }
                 }
                 // `locks.unlock(&guard)` / `lease.release(guard)` ends a guard's life.
-                if let Ev::Call(c) = &ev.kind
+                if let EventKind::Call(c) = &ev.kind
                     && c.steps
                         .iter()
                         .any(|s| GUARD_RELEASE_STEPS.contains(&s.name.as_str()))
@@ -182,7 +182,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
 pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
     let mut set: FxHashSet<Name> = FxHashSet::default();
     for ev in &body.events[from as usize..] {
-        if let Ev::Bind(b) = &ev.kind {
+        if let EventKind::Bind(b) = &ev.kind {
             let direct = b.calls.contains(&from);
             let via = b.deps.iter().any(|d| set.contains(first(d)));
             if direct || via {
@@ -198,8 +198,14 @@ pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
     set
 }
 
+/// The first segment of a dotted place (`order` of `order.id`).
 pub fn first(path: &str) -> &str {
     path.split('.').next().unwrap_or(path)
+}
+
+/// The last segment of a dotted place (`id` of `order.id`).
+pub fn last(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
 }
 
 /// Events (after `from`) that test the result of call `from`: conditions on a derived local, or
@@ -208,14 +214,14 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
     let set = derived(body, from);
     let mut out = Vec::new();
     for (i, ev) in body.events.iter().enumerate().skip(from as usize) {
-        if let Ev::Cond(t) = &ev.kind
+        if let EventKind::Cond(t) = &ev.kind
             && (t.calls.contains(&from) || t.deps.iter().any(|d| set.contains(first(d))))
         {
             out.push(i as u32);
         }
     }
     // `?` on the write itself with a rows-affected or optional-row check in the chain.
-    if let Ev::Call(c) = &body.events[from as usize].kind
+    if let EventKind::Call(c) = &body.events[from as usize].kind
         && c.steps
             .iter()
             .any(|s| RESULT_CHECK_STEPS.contains(&s.name.as_str()))
@@ -231,8 +237,8 @@ pub fn enter_of(body: &Body) -> Vec<Option<u32>> {
     let mut stack = Vec::new();
     for (i, ev) in body.events.iter().enumerate() {
         match ev.kind {
-            Ev::Enter(_) => stack.push(i as u32),
-            Ev::Leave => out[i] = stack.pop(),
+            EventKind::Enter(_) => stack.push(i as u32),
+            EventKind::Leave => out[i] = stack.pop(),
             _ => {}
         }
     }
@@ -250,4 +256,42 @@ pub fn same_state(a: Option<&str>, b: Option<&str>) -> bool {
         }
         _ => true,
     }
+}
+
+/// Whether the result of call event `r` is used: bound to a name, or tested.
+pub fn result_used(body: &Body, r: u32) -> bool {
+    body.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::Bind(b) if b.calls.contains(&r) && b.names.iter().any(|n| n != "_"))
+    }) || !tests_of(body, r).is_empty()
+}
+
+/// Does event `w` (a call or an assignment) use a value derived from the result of call `r`?
+pub fn depends_on(body: &Body, w: u32, r: u32) -> bool {
+    let derived = derived(body, r);
+    let uses = |p: &Name| derived.contains(first(p));
+    match &body.events[w as usize].kind {
+        EventKind::Assign(a) => a.deps.iter().any(uses),
+        EventKind::Call(c) => c.all_args().any(|a| a.paths.iter().any(uses)),
+        _ => false,
+    }
+}
+
+/// Is the transaction between events `from` and `to` `SERIALIZABLE` (`SET TRANSACTION ..`,
+/// `BEGIN ISOLATION LEVEL ..`, diesel's `.serializable()`)? Conflicting transactions then abort
+/// instead of racing.
+pub fn serializable(body: &Body, from: u32, to: u32) -> bool {
+    (from..to).any(|i| match &body.events[i as usize].kind {
+        EventKind::Call(c) => {
+            c.sql().is_some_and(|s| s.serializable)
+                || c.steps
+                    .iter()
+                    .any(|s| SERIALIZABLE_STEPS.contains(&s.name.as_str()))
+                || c.all_args().any(|a| {
+                    a.strs()
+                        .iter()
+                        .any(|s| s.to_ascii_lowercase().contains("serializable"))
+                })
+        }
+        _ => false,
+    })
 }

@@ -7,7 +7,7 @@ use crate::apis::GUARD_RETURN_WORDS;
 use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
-use crate::ir::{Body, Ev};
+use crate::ir::{Body, EventKind};
 use crate::par::par_map;
 
 /// One effect a body has when called, with its evidence.
@@ -146,10 +146,10 @@ pub(crate) fn summarize(
 ) -> PerBody<Summary> {
     let direct = par_map(ids, threads, |id: &BodyId| {
         let body = bodies[id];
-        let fx = &effects[id];
+        let own = &effects[id];
         let mut s = Summary::default();
-        for (i, effs) in fx.direct.iter().enumerate() {
-            if fx.detached(i) {
+        for (i, effs) in own.direct.iter().enumerate() {
+            if own.detached(i) {
                 continue;
             }
             for e in effs {
@@ -160,8 +160,8 @@ pub(crate) fn summarize(
         }
         // Call edges (caller event -> callee), outside detached regions.
         let mut out = Vec::new();
-        for (i, callees) in fx.callees.iter().enumerate() {
-            if fx.detached(i) {
+        for (i, callees) in own.callees.iter().enumerate() {
+            if own.detached(i) {
                 continue;
             }
             for c in callees {
@@ -264,13 +264,12 @@ pub(crate) fn widen(
         })
         .collect();
     let gained = par_map(ids, threads, |id| {
-        let fx = &effects[id];
+        let own = &effects[id];
         let body = bodies[id];
         let mut gained: Vec<(u32, Effect)> = Vec::new();
-        for (i, callees) in fx.callees.iter().enumerate() {
+        for (i, callees) in own.callees.iter().enumerate() {
             let at = gained.len();
-            let closure_arg =
-                matches!(&body.events[i].kind, Ev::Call(c) if c.all_args().any(|a| a.closure));
+            let closure_arg = matches!(&body.events[i].kind, EventKind::Call(c) if c.all_args().any(|a| a.closure));
             if closure_arg && let Some(helper) = callees.iter().find(|c| tx_helpers.contains(c)) {
                 let mut e = Effect::new(
                     EffectKind::TxClosure,
@@ -308,5 +307,5 @@ pub(crate) fn widen(
 fn bound(body: &Body, call: usize) -> bool {
     body.events
         .iter()
-        .any(|e| matches!(&e.kind, Ev::Bind(b) if b.calls.last() == Some(&(call as u32))))
+        .any(|e| matches!(&e.kind, EventKind::Bind(b) if b.calls.last() == Some(&(call as u32))))
 }

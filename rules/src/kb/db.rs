@@ -2,7 +2,7 @@
 //! sqlx, tokio-postgres, deadpool / bb8 connections (by SQL text), diesel and sea-orm builders.
 
 use super::names::{is_operation_identity, is_token_name};
-use super::{Class, Cx};
+use super::{Class, Classifier};
 use crate::apis::{
     ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS,
     DIESEL_STATEMENT_STEPS, DIESEL_WRITE_FNS, EXEC_STEPS, QUERY_FNS, SEA_ORM_EXEC_STEPS,
@@ -18,7 +18,12 @@ fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
 }
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, _resolved: &str) -> Option<Effect> {
+pub(super) fn classify(
+    cx: &Classifier<'_>,
+    call: &Call,
+    recv: &Class,
+    _resolved: &str,
+) -> Option<Effect> {
     let head = call.head();
     let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
     let recv_local = Name::join(&call.recv, ".");

@@ -2,31 +2,33 @@
 //! state read / write, remote call, token claim, spawn, sleep, schedule) from evidence — receiver
 //! types, `.await`, SQL text, known crate APIs — and names last.
 //!
-//! Calls to the crate's own functions are resolved to their bodies here; what those bodies do is
-//! filled in later by [`crate::summary`].
+//! Calls to the crate's own functions are resolved to their bodies here (`resolve.rs`); what
+//! those bodies do is filled in later by [`crate::summary`]. `values.rs` says what places,
+//! arguments and results hold; `configured.rs` applies the project's knowledge; `sync.rs`,
+//! `db.rs`, `redis.rs` and `net.rs` know the libraries (their names are in [`crate::apis`]).
 
-use crate::fxhash::FxHashMap;
+mod configured;
 mod db;
 pub mod names;
 mod net;
 mod redis;
+mod resolve;
 mod sync;
 pub mod types;
+mod values;
 
 use crate::Knowledge;
-use crate::apis::{
-    CHANNEL_FN_WORDS, COMMON_METHODS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS,
-    MUTEX_LOCK_STEPS, REDIS_CONNECTION_STEPS,
-};
+use crate::apis::MUTEX_LOCK_STEPS;
 use crate::effects::{BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
-use crate::ir::{Body, Call, Ev, StructLit};
+use crate::fxhash::FxHashMap;
+use crate::ir::{Body, Call, EventKind, StructLit};
 use crate::name::Name;
 use crate::sql::SqlInfo;
 pub use types::Class;
 
 /// Per-body classification context.
-pub(crate) struct Cx<'a> {
+pub(crate) struct Classifier<'a> {
     pub facts: &'a Facts<'a>,
     pub knowledge: &'a Knowledge,
     pub file: u32,
@@ -64,7 +66,7 @@ pub fn classify_body(
     body: &Body,
     memo: &types::Memo,
 ) -> BodyEffects {
-    let mut cx = Cx {
+    let mut cx = Classifier {
         facts,
         knowledge,
         file,
@@ -90,18 +92,18 @@ pub fn classify_body(
     let mut callees = Sparse::new(n);
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
-            Ev::Call(call) => {
+            EventKind::Call(call) => {
                 let (effs, called) = cx.classify(call);
                 direct.set(i, effs);
                 callees.set(i, called);
             }
-            Ev::Bind(b) => {
+            EventKind::Bind(b) => {
                 let class = if let Some(ty) = b.ty() {
                     Some(types::class_of(ty, facts, file, cx.memo))
                 } else if let Some(&last) = b.calls.last() {
                     let last = last as usize;
                     match &body.events[last].kind {
-                        Ev::Call(c) => cx.result_class(c, &direct[last]),
+                        EventKind::Call(c) => cx.result_class(c, &direct[last]),
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {
@@ -160,7 +162,7 @@ pub fn classify_body(
                     }
                 }
             }
-            Ev::Assign(a) => {
+            EventKind::Assign(a) => {
                 let target = &a.target;
                 // `g.balance -= amount` / `*g = ..` through a guard.
                 let root = target.split('.').next().unwrap_or(target);
@@ -185,7 +187,7 @@ pub fn classify_body(
             .iter()
             .position(|e| e.kind == EffectKind::Lock && e.guard == GuardUse::TemporaryMethod)
         {
-            let Ev::Call(call) = &body.events[i].kind else {
+            let EventKind::Call(call) = &body.events[i].kind else {
                 continue;
             };
             let method = call
@@ -224,76 +226,7 @@ pub fn classify_body(
     out
 }
 
-impl Cx<'_> {
-    /// The class of a place: `self`, `self.db`, `state.http`, a local.
-    pub fn place_class(&self, parts: &[Name]) -> Option<Class> {
-        let first = parts.first()?;
-        let mut class = if first == "self" {
-            self.body.self_ty.clone().map(Class::User)?
-        } else if let Some(c) = self.env.get(first) {
-            c.clone()
-        } else {
-            return None;
-        };
-        for field in &parts[1..] {
-            let ty_name = match &class {
-                Class::User(t) => t.clone(),
-                _ => return Some(Class::Unknown(field.clone())),
-            };
-            match self.facts.field_type(&ty_name, field) {
-                Some(ty) => class = types::class_of(ty, self.facts, self.file, self.memo),
-                None => return Some(Class::Unknown(field.clone())),
-            }
-        }
-        Some(class)
-    }
-
-    /// The class of a call's receiver.
-    pub fn recv_class(&self, call: &Call) -> Class {
-        if call.recv.is_empty() {
-            return Class::Unknown(Name::EMPTY);
-        }
-        self.place_class(&call.recv)
-            .unwrap_or_else(|| Class::Unknown(call.recv.last().cloned().unwrap_or_default()))
-    }
-
-    /// String literals reaching an argument (directly, through a local, or a const).
-    pub fn arg_strs(&self, arg: &crate::ir::Arg) -> Vec<Name> {
-        let mut out = arg.strs().to_vec();
-        for p in &arg.paths {
-            if let Some(s) = self.str_locals.get(p) {
-                out.extend(s.iter().cloned());
-            }
-            if let Some(s) = self.facts.str_consts.get(p) {
-                out.push(s.clone());
-            }
-            out.push(p.clone());
-        }
-        out
-    }
-
-    /// SQL reaching any argument of the call.
-    pub fn call_sql(&self, call: &Call) -> Option<SqlInfo> {
-        if let Some(s) = call.sql() {
-            return Some(s.clone());
-        }
-        if let Some(s) = call.recv.first().and_then(|r| self.sql_locals.get(r)) {
-            return Some(s.clone());
-        }
-        for a in call.all_args() {
-            for p in &a.paths {
-                if let Some(s) = self.sql_locals.get(p) {
-                    return Some(s.clone());
-                }
-                let last = p.rsplit('.').next().unwrap_or(p);
-                if let Some(s) = self.facts.sql_consts.get(last) {
-                    return Some(s.clone());
-                }
-            }
-        }
-        None
-    }
-
+impl Classifier<'_> {
     fn classify(&self, call: &Call) -> (Vec<Effect>, Vec<BodyId>) {
         let recv = self.recv_class(call);
         if let Some(e) = self.knowledge_eff(call, &recv) {
@@ -320,249 +253,6 @@ impl Cx<'_> {
         }
         (effs, callees)
     }
-
-    /// The class of a value bound from a call.
-    fn result_class(&self, call: &Call, effs: &[Effect]) -> Option<Class> {
-        for e in effs {
-            match e.kind {
-                EffectKind::TxBegin => return Some(Class::DbTx),
-                EffectKind::Lock => return Some(Class::Guard),
-                _ => {}
-            }
-        }
-        let resolved = self.facts.resolve_parts(self.file, &call.func);
-        let lower = resolved.to_ascii_lowercase();
-        let head = call.head();
-        if has(&lower, "channel")
-            && (CHANNEL_FN_WORDS.iter().any(|w| has(&lower, w)) || lower.starts_with("channel"))
-            || lower.ends_with("unbounded_channel")
-        {
-            return Some(Class::Channel);
-        }
-        if has(&lower, "delayqueue") {
-            return Some(Class::DelayQueue);
-        }
-        if has(&lower, "reqwest") || has(&lower, "hyper") {
-            return Some(Class::Http);
-        }
-        if has(&lower, "redis") {
-            return Some(Class::Redis);
-        }
-        if has(&lower, "aws_sdk") {
-            return Some(Class::Aws);
-        }
-        if REDIS_CONNECTION_STEPS.iter().any(|s| call.has_step(s)) {
-            return Some(Class::Redis);
-        }
-        let recv = self.recv_class(call);
-        if HANDLE_STEPS.contains(&head)
-            || call
-                .steps
-                .iter()
-                .all(|s| HANDLE_CHAIN_STEPS.contains(&s.name.as_str()))
-        {
-            match recv {
-                Class::Db
-                | Class::Redis
-                | Class::Http
-                | Class::Grpc
-                | Class::Aws
-                | Class::Broker
-                | Class::Mutex
-                | Class::RwLock => {
-                    return Some(recv);
-                }
-                Class::User(_) | Class::Trait(_)
-                    if call.steps.iter().all(|s| s.name == "clone") =>
-                {
-                    return Some(recv);
-                }
-                _ => {}
-            }
-        }
-        if call.func.len() >= 2 {
-            let ty = &call.func[call.func.len() - 2];
-            if CONSTRUCTOR_FNS.contains(&call.func_last()) {
-                let c = types::class_of(std::slice::from_ref(ty), self.facts, self.file, self.memo);
-                if !matches!(c, Class::Unknown(_)) {
-                    return Some(c);
-                }
-            }
-        }
-        None
-    }
-
-    fn knowledge_eff(&self, call: &Call, recv: &Class) -> Option<Effect> {
-        for (kind, names) in self.knowledge.lists() {
-            if names.iter().any(|name| self.matches_name(call, recv, name)) {
-                let mut e = Effect::new(kind.effect, kind.what);
-                e.configured = true;
-                e.token = kind.token;
-                e.delete = kind.delete;
-                if kind.effect == EffectKind::Schedule {
-                    self.fill_payload(call, &mut e);
-                }
-                return Some(e);
-            }
-        }
-        None
-    }
-
-    /// `charge`, `PaymentGateway::charge`, `payments::charge`.
-    fn matches_name(&self, call: &Call, recv: &Class, name: &str) -> bool {
-        let (qual, method) = match name.rsplit_once("::") {
-            Some((q, m)) => (Some(q.rsplit(':').next().unwrap_or(q)), m),
-            None => (None, name),
-        };
-        if !call.func.is_empty() && call.func_last() == method {
-            return match qual {
-                None => true,
-                Some(q) => call.func.iter().rev().nth(1).is_some_and(|s| s == q),
-            };
-        }
-        for s in call.steps.iter().skip(usize::from(!call.func.is_empty())) {
-            if s.name == method {
-                return match (qual, recv) {
-                    (None, _) => true,
-                    (Some(q), Class::User(t) | Class::Trait(t) | Class::Unknown(t)) => {
-                        t == q
-                            || t.is_empty()
-                            || self.body.self_ty.as_deref() == Some(q) && *call.recv == ["self"]
-                    }
-                    (Some(_), _) => false,
-                };
-            }
-        }
-        false
-    }
-
-    /// Fills a schedule effect's payload from its arguments.
-    pub fn fill_payload(&self, call: &Call, e: &mut Effect) {
-        for a in call.all_args() {
-            if let Some(l) = a.lit() {
-                e.payload.extend(l.fields.iter().cloned());
-                e.payload_ty = Some(l.ty.clone());
-            }
-            for p in &a.paths {
-                if let Some(l) = self.lit_locals.get(p) {
-                    e.payload.extend(l.fields.iter().cloned());
-                    e.payload_ty = Some(l.ty.clone());
-                } else if let Some(Class::User(t)) = self.env.get(p) {
-                    if let Some(fields) = self.facts.structs.get(t.as_str()) {
-                        e.payload.extend(fields.iter().map(|(n, _)| n.clone()));
-                    }
-                    e.payload_ty = Some(t.clone());
-                } else {
-                    e.payload.push(p.clone());
-                }
-            }
-        }
-        if let Some(t) = &e.payload_ty
-            && let Some(fields) = self.facts.structs.get(t.as_str())
-        {
-            for (n, _) in fields.iter() {
-                if !e.payload.contains(n) {
-                    e.payload.push(n.clone());
-                }
-            }
-        }
-    }
-
-    /// The crate bodies a call may run.
-    fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
-        if !call.func.is_empty() && !call.steps.is_empty() {
-            let name = call.func_last();
-            if name.ends_with('!') {
-                return Vec::new();
-            }
-            let mut out = self.resolve_func(&call.func);
-            // Method steps after a crate fn returning a crate type are not followed.
-            if out.is_empty() && call.steps.len() > 1 {
-                out = Vec::new();
-            }
-            return out;
-        }
-        // Method calls: the first step on the receiver.
-        let Some(step) = call.steps.first() else {
-            return Vec::new();
-        };
-        match recv {
-            Class::User(t) | Class::Trait(t) => {
-                let m = self.facts.methods(t, &step.name);
-                if !m.is_empty() {
-                    return m.to_vec();
-                }
-                // A trait implemented by the type (default methods).
-                let mut out = Vec::new();
-                if self.facts.methods_named.contains_key(step.name.as_str()) {
-                    for tr in self
-                        .facts
-                        .traits_of
-                        .get(t)
-                        .map(Vec::as_slice)
-                        .unwrap_or(&[])
-                    {
-                        out.extend_from_slice(self.facts.methods(tr, &step.name));
-                    }
-                }
-                if matches!(recv, Class::Trait(_))
-                    && let Some(tys) = self.facts.trait_impls.get(t)
-                {
-                    {
-                        for ty in tys {
-                            out.extend_from_slice(self.facts.methods(ty, &step.name));
-                        }
-                    }
-                }
-                out.sort();
-                out.dedup();
-                out
-            }
-            // A method defined once in the crate (an extension trait on a library type, or a
-            // receiver of unknown type).
-            _ => match self.facts.methods_named.get(step.name.as_str()) {
-                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
-                    c.clone()
-                }
-                _ => Vec::new(),
-            },
-        }
-    }
-
-    fn resolve_func(&self, func: &[Name]) -> Vec<BodyId> {
-        let Some(name) = func.last() else {
-            return Vec::new();
-        };
-        if func.len() >= 2 {
-            let q = &func[func.len() - 2];
-            let q = if q == "Self" {
-                self.body.self_ty.clone().unwrap_or_default()
-            } else {
-                q.clone()
-            };
-            let typed = self.facts.methods(&q, name);
-            if !typed.is_empty() {
-                return typed.to_vec();
-            }
-        }
-        if func.len() == 1 || q_is_module(func) {
-            self.facts
-                .free_fns
-                .get(name.as_str())
-                .cloned()
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        }
-    }
-}
-
-fn q_is_module(func: &[Name]) -> bool {
-    func.len() >= 2
-        && func[func.len() - 2]
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_lowercase())
 }
 
 #[cfg(test)]

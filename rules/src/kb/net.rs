@@ -2,7 +2,7 @@
 //! rdkafka / NATS publish. Channel sends (`tx.send(msg).await`) are not remote calls.
 
 use super::names::is_remote_name;
-use super::{Class, Cx};
+use super::{Class, Classifier};
 use crate::apis::{
     BLOCKING_HTTP_CRATES, BLOCKING_SEND_STEPS, DATABASE_METHODS, GRPC_REQUEST_FNS, HTTP_VERBS,
     HYPER_SEND_STEPS, PUBLISH_STEPS, REQWEST_BLOCKING_FNS,
@@ -11,7 +11,12 @@ use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
+pub(super) fn classify(
+    cx: &Classifier<'_>,
+    call: &Call,
+    recv: &Class,
+    resolved: &str,
+) -> Option<Effect> {
     if *recv == Class::Channel {
         return None;
     }
@@ -154,7 +159,7 @@ pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -
 
 /// The last resort: an awaited call on a receiver whose name says it is a remote client
 /// (`self.payment_gateway.charge(..).await`) and whose code is not in the crate.
-pub(super) fn by_name(cx: &Cx<'_>, call: &Call, recv: &Class) -> Option<Effect> {
+pub(super) fn by_name(cx: &Classifier<'_>, call: &Call, recv: &Class) -> Option<Effect> {
     if !call.func.is_empty() || !call.steps.first().is_some_and(|s| s.awaited) {
         return None;
     }

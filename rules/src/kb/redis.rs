@@ -2,7 +2,7 @@
 //! methods (`get`, `del`, `set_nx`, `getdel`, ..).
 
 use super::names::is_token_name;
-use super::{Class, Cx};
+use super::{Class, Classifier};
 use crate::apis::{
     REDIS_CHAIN_STEPS, REDIS_CLAIM_COMMANDS, REDIS_CLAIM_METHODS, REDIS_COMMAND_FNS,
     REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_READ_COMMANDS, REDIS_READ_METHODS,
@@ -12,7 +12,12 @@ use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
+pub(super) fn classify(
+    cx: &Classifier<'_>,
+    call: &Call,
+    recv: &Class,
+    resolved: &str,
+) -> Option<Effect> {
     // Lua scripts are atomic.
     if resolved.contains("Script")
         && call
@@ -137,7 +142,7 @@ fn has_nx(step: &crate::ir::Step) -> bool {
 
 /// The key argument's visible text: literals, `format!` literals, the local's literal, or the
 /// local's name (`idempotency_key`).
-fn key_of(cx: &Cx<'_>, call: &Call, step_index: usize) -> Option<Name> {
+fn key_of(cx: &Classifier<'_>, call: &Call, step_index: usize) -> Option<Name> {
     let step = call.steps.get(step_index)?;
     let arg = step.args.first()?;
     let strs = cx.arg_strs(arg);

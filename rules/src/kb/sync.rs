@@ -1,7 +1,7 @@
 //! Locks (tokio::sync, std::sync, parking_lot, per-key lock maps), guarded in-memory state,
 //! task spawning, sleeps and delayed work (`tokio::time`, `DelayQueue`, job queues).
 
-use super::{Class, Cx};
+use super::{Class, Classifier};
 use crate::apis::{
     AFTER_LOCK_NOISE, CONCURRENT_MAP_GUARDS, CONCURRENT_MAP_READS, CONCURRENT_MAP_WRITES,
     DELAYED_CLOSURE_STEPS, DIST_LOCK_STEPS, GUARDED_READS, GUARDED_WRITES, LOCK_STEPS,
@@ -16,7 +16,12 @@ pub(super) fn is_after_lock_noise(name: &str) -> bool {
     AFTER_LOCK_NOISE.contains(&name) || name == "await"
 }
 
-pub(super) fn classify(cx: &Cx<'_>, call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
+pub(super) fn classify(
+    cx: &Classifier<'_>,
+    call: &Call,
+    recv: &Class,
+    resolved: &str,
+) -> Option<Effect> {
     let flast = call.func_last();
 
     // Access through a guard held in a local.

@@ -8,7 +8,7 @@ use super::spans::first_span;
 use super::types::type_ref;
 use super::{Seq, pat_names};
 use crate::apis;
-use crate::ir::{Bind, BindExtra, Ev, Event, Region, Sp, Test};
+use crate::ir::{Bind, BindExtra, Event, EventKind, Region, Sp, Test};
 use crate::name::Name;
 use crate::parse::LineIndex;
 use crate::sql;
@@ -43,14 +43,14 @@ pub(super) struct BodyLowerer<'a, 'b> {
 pub(super) const MAX_STR: usize = 96;
 
 impl BodyLowerer<'_, '_> {
-    pub(super) fn push(&mut self, sp: Sp, kind: Ev) -> u32 {
+    pub(super) fn push(&mut self, sp: Sp, kind: EventKind) -> u32 {
         self.ev.push(Event { sp, kind });
         (self.ev.len() - 1) as u32
     }
 
     pub(super) fn calls_since(&self, start: usize) -> Vec<u32> {
         (start..self.ev.len())
-            .filter(|&i| matches!(self.ev[i].kind, Ev::Call(_)))
+            .filter(|&i| matches!(self.ev[i].kind, EventKind::Call(_)))
             .map(|i| i as u32)
             .collect()
     }
@@ -65,7 +65,7 @@ impl BodyLowerer<'_, '_> {
         }
         self.push(
             sp,
-            Ev::Cond(Box::new(Test {
+            EventKind::Cond(Box::new(Test {
                 deps: deps.into(),
                 calls: calls.into(),
             })),
@@ -78,11 +78,11 @@ impl BodyLowerer<'_, '_> {
         if names.is_empty() {
             return;
         }
-        let Ev::Cond(t) = &self.ev[cond as usize].kind else {
+        let EventKind::Cond(t) = &self.ev[cond as usize].kind else {
             return;
         };
         let bind = Bind::plain(names, t.deps.to_vec(), t.calls.to_vec());
-        self.push(sp, Ev::Bind(Box::new(bind)));
+        self.push(sp, EventKind::Bind(Box::new(bind)));
     }
 
     pub(super) fn block(&mut self, b: &Block) {
@@ -95,7 +95,7 @@ impl BodyLowerer<'_, '_> {
             .lines
             .sp(b.brace_token.span.close(), b.brace_token.span.close());
         for name in names.into_iter().rev() {
-            self.push(sp, Ev::Drop { name });
+            self.push(sp, EventKind::Drop { name });
         }
     }
 
@@ -128,19 +128,22 @@ impl BodyLowerer<'_, '_> {
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);
                     let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
-                        && matches!(self.ev.get(start).map(|e| &e.kind), Some(Ev::Enter(_))))
+                        && matches!(
+                            self.ev.get(start).map(|e| &e.kind),
+                            Some(EventKind::Enter(_))
+                        ))
                     .then_some(start as u32);
                     if let Some((_, diverge)) = &init.diverge {
                         self.push(
                             sp,
-                            Ev::Cond(Box::new(Test {
+                            EventKind::Cond(Box::new(Test {
                                 deps: (deps.clone()).into(),
                                 calls: (calls.clone()).into(),
                             })),
                         );
-                        self.push(sp, Ev::Enter(Region::Branch { diverges: true }));
+                        self.push(sp, EventKind::Enter(Region::Branch { diverges: true }));
                         self.expr(diverge);
-                        self.push(sp, Ev::Leave);
+                        self.push(sp, EventKind::Leave);
                     }
                     // Only a local made by a call can hold a guard or a transaction: only those
                     // get a `Drop` at scope end. A bare literal binding carries nothing.
@@ -155,7 +158,7 @@ impl BodyLowerer<'_, '_> {
                     if !empty {
                         self.push(
                             sp,
-                            Ev::Bind(Box::new(
+                            EventKind::Bind(Box::new(
                                 Bind::plain(names.clone(), deps, calls).with_extra(BindExtra {
                                     ty,
                                     strs,
@@ -169,7 +172,7 @@ impl BodyLowerer<'_, '_> {
                 } else {
                     self.push(
                         sp,
-                        Ev::Bind(Box::new(
+                        EventKind::Bind(Box::new(
                             Bind::plain(names.clone(), Vec::new(), Vec::new()).with_extra(
                                 BindExtra {
                                     ty,

@@ -9,7 +9,7 @@ use super::macros;
 use super::places::{paths, place_parts, strings, struct_lit};
 use super::spans::{end_span, start_span};
 use crate::apis;
-use crate::ir::{Arg, ArgExtra, Call, Ev, Region, Step};
+use crate::ir::{Arg, ArgExtra, Call, EventKind, Region, Step};
 use crate::name::Name;
 use crate::small::Small;
 use crate::sql;
@@ -175,9 +175,9 @@ impl BodyLowerer<'_, '_> {
                 .flatten();
         // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
         let recv_root: Vec<Name> = call.recv.first().cloned().into_iter().collect();
-        let idx = self.push(sp, Ev::Call(Box::new(call)));
+        let idx = self.push(sp, EventKind::Call(Box::new(call)));
         for d in deferred {
-            self.push(sp, Ev::Enter(Region::Closure { call: Some(idx) }));
+            self.push(sp, EventKind::Enter(Region::Closure { call: Some(idx) }));
             match d {
                 Expr::Closure(c) => self.closure_body(c, recv_root.clone()),
                 Expr::Async(a) => self.block(&a.block),
@@ -185,10 +185,10 @@ impl BodyLowerer<'_, '_> {
                     self.expr(other);
                 }
             }
-            self.push(sp, Ev::Leave);
+            self.push(sp, EventKind::Leave);
         }
         if let Some(name) = drop_name {
-            self.push(sp, Ev::Drop { name });
+            self.push(sp, EventKind::Drop { name });
         }
         Some(idx)
     }

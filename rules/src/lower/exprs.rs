@@ -9,7 +9,7 @@ use super::pat_names;
 use super::places::{paths, place};
 use super::spans::{end_span, first_pat_span, first_span, start_span};
 use crate::apis;
-use crate::ir::{Assign, Bind, Ev, Event, Region, Sp};
+use crate::ir::{Assign, Bind, Event, EventKind, Region, Sp};
 use crate::name::Name;
 use crate::parse::MAX_DEPTH;
 use syn::{BinOp, Block, Expr, Pat, Stmt};
@@ -44,15 +44,15 @@ impl BodyLowerer<'_, '_> {
                 let sp = self.lines.sp(i.if_token.span, end_span(&i.cond));
                 let cond = self.test(sp, start, &[&i.cond]);
                 let div = block_diverges(&i.then_branch);
-                self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                self.push(sp, EventKind::Enter(Region::Branch { diverges: div }));
                 self.bind_tested(sp, cond, let_pats);
                 self.block(&i.then_branch);
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
                 if let Some((_, els)) = &i.else_branch {
                     let div = expr_diverges(els);
-                    self.push(sp, Ev::Enter(Region::Branch { diverges: div }));
+                    self.push(sp, EventKind::Enter(Region::Branch { diverges: div }));
                     self.expr(els);
-                    self.push(sp, Ev::Leave);
+                    self.push(sp, EventKind::Leave);
                 }
             }
             Expr::Match(m) => {
@@ -66,7 +66,7 @@ impl BodyLowerer<'_, '_> {
                         .sp(first_pat_span(&arm.pat), arm.fat_arrow_token.spans[1]);
                     self.push(
                         asp,
-                        Ev::Enter(Region::Branch {
+                        EventKind::Enter(Region::Branch {
                             diverges: expr_diverges(&arm.body),
                         }),
                     );
@@ -80,7 +80,7 @@ impl BodyLowerer<'_, '_> {
                         self.test(gsp, gstart, &[&g.guard]);
                     }
                     self.expr(&arm.body);
-                    self.push(asp, Ev::Leave);
+                    self.push(asp, EventKind::Leave);
                 }
             }
             Expr::Block(b) => self.block(&b.block),
@@ -89,46 +89,49 @@ impl BodyLowerer<'_, '_> {
             Expr::TryBlock(b) => self.block(&b.block),
             Expr::Loop(l) => {
                 let sp = self.lines.sp(l.loop_token.span, l.loop_token.span);
-                self.push(sp, Ev::Enter(Region::Loop));
+                self.push(sp, EventKind::Enter(Region::Loop));
                 self.block(&l.body);
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
             Expr::While(w) => {
                 let sp = self.lines.sp(w.while_token.span, end_span(&w.cond));
-                self.push(sp, Ev::Enter(Region::Loop));
+                self.push(sp, EventKind::Enter(Region::Loop));
                 let start = self.ev.len();
                 let mut let_pats = Vec::new();
                 self.cond_expr(&w.cond, &mut let_pats);
                 let cond = self.test(sp, start, &[&w.cond]);
                 self.bind_tested(sp, cond, let_pats);
                 self.block(&w.body);
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
             Expr::ForLoop(f) => {
                 let start = self.ev.len();
                 self.expr(&f.expr);
                 let calls = self.calls_since(start);
                 let sp = self.lines.sp(f.for_token.span, f.in_token.span);
-                self.push(sp, Ev::Enter(Region::Loop));
+                self.push(sp, EventKind::Enter(Region::Loop));
                 let mut names = Vec::new();
                 pat_names(&f.pat, &mut names);
                 let mut deps = Vec::new();
                 paths(&f.expr, &mut deps, 0);
-                self.push(sp, Ev::Bind(Box::new(Bind::plain(names, deps, calls))));
+                self.push(
+                    sp,
+                    EventKind::Bind(Box::new(Bind::plain(names, deps, calls))),
+                );
                 self.block(&f.body);
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
             Expr::Closure(c) => {
                 let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
-                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.push(sp, EventKind::Enter(Region::Closure { call: None }));
                 self.closure_body(c, Vec::new());
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
             Expr::Async(a) => {
                 let sp = self.lines.sp(a.async_token.span, a.async_token.span);
-                self.push(sp, Ev::Enter(Region::Closure { call: None }));
+                self.push(sp, EventKind::Enter(Region::Closure { call: None }));
                 self.block(&a.block);
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
             Expr::Assign(a) => {
                 self.expr(&a.right);
@@ -138,7 +141,7 @@ impl BodyLowerer<'_, '_> {
                 if let Some(target) = place(&a.left) {
                     self.push(
                         sp,
-                        Ev::Assign(Box::new(Assign {
+                        EventKind::Assign(Box::new(Assign {
                             target,
                             deps: deps.into(),
                         })),
@@ -155,7 +158,7 @@ impl BodyLowerer<'_, '_> {
                     if let Some(target) = place(&b.left) {
                         self.push(
                             sp,
-                            Ev::Assign(Box::new(Assign {
+                            EventKind::Assign(Box::new(Assign {
                                 target,
                                 deps: deps.into(),
                             })),
@@ -186,18 +189,18 @@ impl BodyLowerer<'_, '_> {
                     self.expr(x);
                 }
                 let sp = self.lines.sp(r.return_token.span, r.return_token.span);
-                self.push(sp, Ev::Exit);
+                self.push(sp, EventKind::Exit);
             }
             Expr::Break(b) => {
                 if let Some(x) = &b.expr {
                     self.expr(x);
                 }
                 let sp = self.lines.sp(b.break_token.span, b.break_token.span);
-                self.push(sp, Ev::Exit);
+                self.push(sp, EventKind::Exit);
             }
             Expr::Continue(c) => {
                 let sp = self.lines.sp(c.continue_token.span, c.continue_token.span);
-                self.push(sp, Ev::Exit);
+                self.push(sp, EventKind::Exit);
             }
             Expr::Let(l) => {
                 self.expr(&l.expr);
@@ -257,7 +260,10 @@ impl BodyLowerer<'_, '_> {
         }
         if !names.is_empty() {
             let sp = self.lines.sp(c.inputs_begin.span, c.inputs_end.span);
-            self.push(sp, Ev::Bind(Box::new(Bind::plain(names, from, Vec::new()))));
+            self.push(
+                sp,
+                EventKind::Bind(Box::new(Bind::plain(names, from, Vec::new()))),
+            );
         }
         self.expr(&c.body);
     }
@@ -300,7 +306,7 @@ impl BodyLowerer<'_, '_> {
                 }
                 self.push(
                     sp,
-                    Ev::Enter(Region::Branch {
+                    EventKind::Enter(Region::Branch {
                         diverges: body.as_ref().is_some_and(expr_diverges),
                     }),
                 );
@@ -310,14 +316,14 @@ impl BodyLowerer<'_, '_> {
                     if !names.is_empty() {
                         self.push(
                             sp,
-                            Ev::Bind(Box::new(Bind::plain(names, Vec::new(), fut_call))),
+                            EventKind::Bind(Box::new(Bind::plain(names, Vec::new(), fut_call))),
                         );
                     }
                 }
                 if let Some(b) = &body {
                     self.expr(b);
                 }
-                self.push(sp, Ev::Leave);
+                self.push(sp, EventKind::Leave);
             }
         } else if apis::ASSERTION_MACROS.contains(&name) {
             let args = macros::parse_args(&m.tokens);
@@ -331,7 +337,7 @@ impl BodyLowerer<'_, '_> {
             }
             self.test(sp, start, &tested);
         } else if apis::DIVERGING_MACROS.contains(&name) {
-            self.push(sp, Ev::Exit);
+            self.push(sp, EventKind::Exit);
         } else if macros::is_query_macro(name) {
             let e = Expr::Macro(syn::ExprMacro {
                 attrs: Vec::new(),
@@ -358,7 +364,8 @@ impl BodyLowerer<'_, '_> {
     /// A future driven by `select!` / `join!` is awaited by the macro.
     pub(super) fn mark_awaited(&mut self, idx: u32) {
         if let Some(Event {
-            kind: Ev::Call(c), ..
+            kind: EventKind::Call(c),
+            ..
         }) = self.ev.get_mut(idx as usize)
             && let Some(last) = c.steps.last_mut()
         {

@@ -9,13 +9,13 @@ use crate::apis;
 /// its calls matter (classified by their steps, for summaries).
 pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> bool {
     events.iter().all(|e| match &e.kind {
-        crate::ir::Ev::Call(c) => c.steps.iter().all(|s| {
+        crate::ir::EventKind::Call(c) => c.steps.iter().all(|s| {
             !s.awaited
                 && !apis::is_trigger_step(s.name.trim_end_matches('!'))
                 && !k.lists_ident(&s.name)
                 && s.args.iter().all(|a| a.sql().is_none())
         }),
-        crate::ir::Ev::Bind(b) => b.sql().is_none(),
+        crate::ir::EventKind::Bind(b) => b.sql().is_none(),
         _ => true,
     })
 }
@@ -24,22 +24,22 @@ pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> boo
 /// `let` bindings, with event indices remapped; and the tests of the receiver's own state
 /// (`if self.stage != from`), which tell a caller that the method re-checks under its guard.
 pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
-    use crate::ir::Ev;
+    use crate::ir::EventKind;
     let mut map = vec![u32::MAX; events.len()];
     let mut out = Vec::new();
     for (i, e) in events.into_iter().enumerate() {
         match e.kind {
-            Ev::Call(mut c) => {
+            EventKind::Call(mut c) => {
                 for s in c.steps.iter_mut() {
                     s.args = Default::default();
                 }
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
                     sp: e.sp,
-                    kind: Ev::Call(c),
+                    kind: EventKind::Call(c),
                 });
             }
-            Ev::Bind(mut b) => {
+            EventKind::Bind(mut b) => {
                 b.calls = b
                     .calls
                     .iter()
@@ -57,10 +57,12 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
                     sp: e.sp,
-                    kind: Ev::Bind(b),
+                    kind: EventKind::Bind(b),
                 });
             }
-            Ev::Cond(mut t) if t.deps.iter().any(|d| d == "self" || d.starts_with("self.")) => {
+            EventKind::Cond(mut t)
+                if t.deps.iter().any(|d| d == "self" || d.starts_with("self.")) =>
+            {
                 t.calls = t
                     .calls
                     .iter()
@@ -69,7 +71,7 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
                     sp: e.sp,
-                    kind: Ev::Cond(t),
+                    kind: EventKind::Cond(t),
                 });
             }
             _ => {}
@@ -82,7 +84,7 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
 #[cfg(test)]
 mod tests {
     use crate::apis::TRIGGERS;
-    use crate::ir::Ev;
+    use crate::ir::EventKind;
     use crate::parse::LineIndex;
 
     /// The events of the only body of `text`, as lowered.
@@ -94,10 +96,10 @@ mod tests {
     }
 
     fn kept_whole(events: &[crate::ir::Event]) -> bool {
-        let tested = events.iter().any(|e| matches!(e.kind, Ev::Cond(_)));
+        let tested = events.iter().any(|e| matches!(e.kind, EventKind::Cond(_)));
         let with_args = events
             .iter()
-            .any(|e| matches!(&e.kind, Ev::Call(c) if c.all_args().next().is_some()));
+            .any(|e| matches!(&e.kind, EventKind::Call(c) if c.all_args().next().is_some()));
         tested && with_args
     }
 
@@ -122,7 +124,7 @@ mod tests {
         assert!(
             events
                 .iter()
-                .any(|e| matches!(&e.kind, Ev::Call(c) if c.head() == "frobnicate"))
+                .any(|e| matches!(&e.kind, EventKind::Call(c) if c.head() == "frobnicate"))
         );
         let awaited = lowered("async fn f(x: X, y: u8) { if y > 1 { x.frobnicate(y).await; } }");
         assert!(kept_whole(&awaited), "an `.await` keeps a body whole");

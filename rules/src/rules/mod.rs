@@ -9,7 +9,7 @@ use std::cell::OnceCell;
 use crate::diagnostic::{Diagnostic, Label, Position, Span};
 use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet};
 use crate::facts::{BodyId, Facts, PerBody};
-use crate::ir::{Body, Ev, Region, Sp};
+use crate::ir::{Body, EventKind, Region, Sp};
 use crate::parse::Lines;
 use crate::query::{self, State};
 use crate::registry::RuleMeta;
@@ -199,13 +199,13 @@ impl<'a> RuleCx<'a> {
         let after = (i as usize + 1..).zip(&self.body.events[i as usize + 1..]);
         for (j, ev) in after {
             match &ev.kind {
-                Ev::Enter(_) => depth += 1,
-                Ev::Leave => {
+                EventKind::Enter(_) => depth += 1,
+                EventKind::Leave => {
                     if depth == 0 {
                         if let Some(e) = enter_of[j]
                             && matches!(
                                 self.body.events[e as usize].kind,
-                                Ev::Enter(Region::Branch { diverges: true })
+                                EventKind::Enter(Region::Branch { diverges: true })
                             )
                         {
                             return j as u32;
@@ -214,11 +214,37 @@ impl<'a> RuleCx<'a> {
                         depth -= 1;
                     }
                 }
-                Ev::Exit if depth == 0 => return j as u32,
+                EventKind::Exit if depth == 0 => return j as u32,
                 _ => {}
             }
         }
         self.body.events.len() as u32
+    }
+
+    /// The index of the `Leave` that closes the region opened at `enter` (the body's length when
+    /// it is not closed).
+    pub fn region_end(&self, enter: u32) -> u32 {
+        let enter_of = self.enter_of();
+        (enter as usize + 1..self.body.events.len())
+            .find(|&j| enter_of[j] == Some(enter))
+            .unwrap_or(self.body.events.len()) as u32
+    }
+
+    /// The `[start, end)` event ranges of the closures and async blocks handed to call `s`
+    /// (lowered right after it).
+    pub fn closures_of(&self, s: u32) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let evs = &self.body.events;
+        let mut i = s as usize + 1;
+        while let Some(EventKind::Enter(Region::Closure { call: Some(c) })) =
+            evs.get(i).map(|e| &e.kind)
+            && *c == s
+        {
+            let end = self.region_end(i as u32);
+            out.push((i as u32 + 1, end));
+            i = end as usize + 1;
+        }
+        out
     }
 
     /// Notes naming the summary chain behind an effect obtained through a call.

@@ -7,9 +7,10 @@ use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind, Effects};
 use crate::facts::BodyId;
 use crate::fxhash::FxHashSet;
-use crate::ir::{Ev, Region};
+use crate::ir::{EventKind, Region};
 use crate::kb::names::{is_operation_identity, is_resource_id};
 use crate::name::Name;
+use crate::query;
 
 declare_rule! {
     /// ### What it does
@@ -106,38 +107,6 @@ enum Action {
     Bodies(Vec<BodyId>),
 }
 
-/// The `[start, end)` event ranges of the closure regions attached to call `s`.
-fn regions(cx: &RuleCx<'_>, s: u32) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let evs = &cx.body.events;
-    let mut i = s as usize + 1;
-    while i < evs.len() {
-        match &evs[i].kind {
-            Ev::Enter(Region::Closure { call: Some(c) }) if *c == s => {
-                let end = region_end(cx, i as u32);
-                out.push((i as u32 + 1, end));
-                i = end as usize + 1;
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-fn region_end(cx: &RuleCx<'_>, enter: u32) -> u32 {
-    (enter as usize + 1..cx.body.events.len())
-        .find(|&j| cx.enter_of()[j] == Some(enter))
-        .unwrap_or(cx.body.events.len()) as u32
-}
-
-fn last(p: &str) -> &str {
-    p.rsplit('.').next().unwrap_or(p)
-}
-
-fn root(p: &str) -> &str {
-    p.split('.').next().unwrap_or(p)
-}
-
 /// The payload of a closure region: captured locals of the enclosing body (a captured local
 /// holding a struct literal contributes its fields).
 fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
@@ -145,7 +114,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     let mut outer: Vec<&str> = cx.body.params.iter().map(|(n, _)| n.as_str()).collect();
     let mut lits: Vec<(&str, &crate::ir::StructLit)> = Vec::new();
     for ev in &evs[..start as usize] {
-        if let Ev::Bind(b) = &ev.kind {
+        if let EventKind::Bind(b) = &ev.kind {
             outer.extend(b.names.iter().map(Name::as_str));
             if let (Some(l), [n]) = (b.lit(), b.names.as_slice()) {
                 lits.push((n.as_str(), l));
@@ -156,13 +125,13 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
     let mut used: Vec<&str> = Vec::new();
     for ev in &evs[start as usize..end as usize] {
         match &ev.kind {
-            Ev::Bind(b) => {
+            EventKind::Bind(b) => {
                 used.extend(b.deps.iter().map(Name::as_str));
                 inner.extend(b.names.iter().map(Name::as_str));
             }
-            Ev::Cond(t) => used.extend(t.deps.iter().map(Name::as_str)),
-            Ev::Assign(a) => used.extend(a.deps.iter().map(Name::as_str)),
-            Ev::Call(c) => {
+            EventKind::Cond(t) => used.extend(t.deps.iter().map(Name::as_str)),
+            EventKind::Assign(a) => used.extend(a.deps.iter().map(Name::as_str)),
+            EventKind::Call(c) => {
                 if let Some(r) = c.recv.first() {
                     used.push(r.as_str());
                 }
@@ -178,7 +147,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
         ty: None,
     };
     for p in used {
-        let r = root(p);
+        let r = query::first(p);
         if r == "self" || inner.contains(r) || !outer.contains(&r) {
             continue;
         }
@@ -188,7 +157,7 @@ fn captured(cx: &RuleCx<'_>, start: u32, end: u32) -> Payload {
                 push(&mut payload.names, f);
             }
         }
-        push(&mut payload.names, last(p));
+        push(&mut payload.names, query::last(p));
     }
     payload
 }
@@ -202,16 +171,16 @@ fn push(v: &mut Vec<Name>, s: &str) {
 fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
     // `tokio::spawn(async move { .. })`; a delayed closure (`run_later`) needs no sleep inside.
     let delayed = cx.eff(s, EffectKind::Spawn).is_some_and(|e| e.delayed);
-    for (start, end) in regions(cx, s) {
+    for (start, end) in cx.closures_of(s) {
         let payload = captured(cx, start, end);
         judge(cx, s, &payload, &Action::Region(start, end), !delayed, out);
     }
-    let Ev::Call(call) = &cx.body.events[s as usize].kind else {
+    let EventKind::Call(call) = &cx.body.events[s as usize].kind else {
         return;
     };
     for arg in call.all_args() {
         let Some(j) = arg.ev else { continue };
-        let Ev::Call(inner) = &cx.body.events[j as usize].kind else {
+        let EventKind::Call(inner) = &cx.body.events[j as usize].kind else {
             continue;
         };
         let callees = &cx.callees(j);
@@ -229,7 +198,7 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
                     }
                 }
                 for p in &a.paths {
-                    push(&mut payload.names, last(p));
+                    push(&mut payload.names, query::last(p));
                 }
             }
             struct_fields(cx, &mut payload);
@@ -247,11 +216,11 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
                 .iter()
                 .rev()
                 .find_map(|e| match &e.kind {
-                    Ev::Bind(b) if b.names.len() == 1 && &b.names[0] == name => Some(b),
+                    EventKind::Bind(b) if b.names.len() == 1 && &b.names[0] == name => Some(b),
                     _ => None,
                 });
             if let Some(enter) = bind.and_then(|b| b.closure()) {
-                let end = region_end(cx, enter);
+                let end = cx.region_end(enter);
                 let payload = captured(cx, enter + 1, end);
                 judge(cx, s, &payload, &Action::Region(enter + 1, end), true, out);
             }
@@ -276,7 +245,7 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
         ty: eff.payload_ty.clone(),
     };
     for p in &eff.payload {
-        push(&mut payload.names, last(p));
+        push(&mut payload.names, query::last(p));
     }
     struct_fields(cx, &mut payload);
     let mut handlers: Vec<BodyId> = Vec::new();
@@ -313,7 +282,7 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
         for id in owners {
             let b = cx.krate.body(id);
             let polls = b.events.iter().any(|e| match &e.kind {
-                Ev::Call(c) => {
+                EventKind::Call(c) => {
                     c.recv.iter().map(Name::as_str).eq(parts.iter().copied())
                         && c.steps
                             .iter()
@@ -367,8 +336,10 @@ fn judge(
             };
             // A periodic task (the wait inside a loop) is a heartbeat or a sweep, not a timeout.
             let periodic = (*start..sleep).any(|j| {
-                matches!(cx.body.events[j as usize].kind, Ev::Enter(Region::Loop))
-                    && region_end(cx, j) > sleep
+                matches!(
+                    cx.body.events[j as usize].kind,
+                    EventKind::Enter(Region::Loop)
+                ) && cx.region_end(j) > sleep
             });
             if periodic {
                 return;
@@ -474,10 +445,10 @@ fn body_compares(cx: &RuleCx<'_>, id: BodyId, ids: &[&str]) -> bool {
 }
 
 fn events_compare(body: &crate::ir::Body, effects: Effects<'_>, i: u32, ids: &[&str]) -> bool {
-    let named = |p: &Name| ids.contains(&last(p));
+    let named = |p: &Name| ids.contains(&query::last(p));
     match &body.events[i as usize].kind {
-        Ev::Cond(t) => t.deps.iter().any(named),
-        Ev::Call(c) => {
+        EventKind::Cond(t) => t.deps.iter().any(named),
+        EventKind::Call(c) => {
             let passes =
                 c.all_args().any(|a| a.paths.iter().any(named)) || c.recv.iter().any(named);
             passes
@@ -518,10 +489,13 @@ fn references_payload<'e>(effs: impl IntoIterator<Item = &'e Effect>, payload: &
 fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let n = cx.body.events.len() as u32;
     for l in 0..n {
-        if !matches!(cx.body.events[l as usize].kind, Ev::Enter(Region::Loop)) {
+        if !matches!(
+            cx.body.events[l as usize].kind,
+            EventKind::Enter(Region::Loop)
+        ) {
             continue;
         }
-        let end = region_end(cx, l);
+        let end = cx.region_end(l);
         let Some(tick) = (l + 1..end).find(|&i| cx.has(i, EffectKind::Sleep)) else {
             continue;
         };
@@ -532,16 +506,14 @@ fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             if !read.conditional || read.locking || read.table.is_none() {
                 continue;
             }
-            let derived = crate::query::derived(cx.body, r);
+            let derived = query::derived(cx.body, r);
             let hit = (r + 1..end).find(|&w| {
                 cx.eff(w, EffectKind::Write).is_some_and(|e| {
                     !e.conditional && !e.insert && !e.in_memory && e.table == read.table
                 }) && match &cx.body.events[w as usize].kind {
-                    Ev::Call(c) => c.all_args().any(|a| {
-                        a.paths
-                            .iter()
-                            .any(|p| derived.contains(crate::query::first(p)))
-                    }),
+                    EventKind::Call(c) => c
+                        .all_args()
+                        .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))),
                     _ => false,
                 }
             });

@@ -5,7 +5,7 @@ use super::RuleCx;
 use crate::apis::ONE_ROW_STEPS;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
-use crate::ir::Ev;
+use crate::ir::EventKind;
 use crate::name::Name;
 use crate::query;
 use crate::sql::SqlKind;
@@ -219,21 +219,15 @@ fn idempotent_key_places(cx: &RuleCx<'_>) -> Option<Vec<Name>> {
     };
     let mut places = vec![Name::new(key)];
     for ev in &cx.body.events {
-        if let Ev::Bind(b) = &ev.kind
+        if let EventKind::Bind(b) = &ev.kind
             && b.deps
                 .iter()
-                .any(|d| places.iter().any(|p| same_place(d, p)))
+                .any(|d| places.iter().any(|p| query::same_state(Some(d), Some(p))))
         {
             places.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
         }
     }
     Some(places)
-}
-
-fn same_place(a: &str, b: &str) -> bool {
-    a == b
-        || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'))
-        || b.strip_prefix(a).is_some_and(|r| r.starts_with('.'))
 }
 
 /// The attribute's claim covers the token it is keyed on (the macro claims it atomically before
@@ -247,12 +241,12 @@ fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<Name>>)
     if cx.body.idempotent_key.is_none() {
         return true;
     }
-    let Ev::Call(c) = &cx.body.events[d as usize].kind else {
+    let EventKind::Call(c) = &cx.body.events[d as usize].kind else {
         return true;
     };
     c.all_args()
         .flat_map(|a| a.paths.iter())
-        .any(|p| places.iter().any(|k| same_place(p, k)))
+        .any(|p| places.iter().any(|k| query::same_state(Some(p), Some(k))))
 }
 
 /// Does the deletion at `d` stand guard over what follows? Its result is tested, returned rows
@@ -262,7 +256,7 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
     if !query::tests_of(cx.body, d).is_empty() || del.configured {
         return true;
     }
-    if let Ev::Call(c) = &cx.body.events[d as usize].kind
+    if let EventKind::Call(c) = &cx.body.events[d as usize].kind
         && c.steps
             .iter()
             .any(|s| ONE_ROW_STEPS.contains(&s.name.as_str()))
@@ -273,7 +267,7 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
     let used = cx.body.events[d as usize + 1..]
         .iter()
         .any(|e| match &e.kind {
-            Ev::Call(c) => c
+            EventKind::Call(c) => c
                 .all_args()
                 .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))),
             _ => false,

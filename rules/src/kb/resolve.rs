@@ -1,0 +1,108 @@
+//! Call resolution: the crate bodies a call may run, from its function path (through `use`
+//! aliases, `Self`, modules) or its receiver's class (inherent and trait methods, trait objects
+//! and generic bounds). A name that resolves to several crate fns of unknown receiver is not
+//! guessed.
+
+use super::{Class, Classifier};
+use crate::apis::COMMON_METHODS;
+use crate::facts::BodyId;
+use crate::ir::Call;
+use crate::name::Name;
+
+impl Classifier<'_> {
+    /// The crate bodies a call may run.
+    pub(super) fn resolve(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
+        if !call.func.is_empty() && !call.steps.is_empty() {
+            let name = call.func_last();
+            if name.ends_with('!') {
+                return Vec::new();
+            }
+            let mut out = self.resolve_func(&call.func);
+            // Method steps after a crate fn returning a crate type are not followed.
+            if out.is_empty() && call.steps.len() > 1 {
+                out = Vec::new();
+            }
+            return out;
+        }
+        // Method calls: the first step on the receiver.
+        let Some(step) = call.steps.first() else {
+            return Vec::new();
+        };
+        match recv {
+            Class::User(t) | Class::Trait(t) => {
+                let m = self.facts.methods(t, &step.name);
+                if !m.is_empty() {
+                    return m.to_vec();
+                }
+                // A trait implemented by the type (default methods).
+                let mut out = Vec::new();
+                if self.facts.methods_named.contains_key(step.name.as_str()) {
+                    for tr in self
+                        .facts
+                        .traits_of
+                        .get(t)
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[])
+                    {
+                        out.extend_from_slice(self.facts.methods(tr, &step.name));
+                    }
+                }
+                if matches!(recv, Class::Trait(_))
+                    && let Some(tys) = self.facts.trait_impls.get(t)
+                {
+                    {
+                        for ty in tys {
+                            out.extend_from_slice(self.facts.methods(ty, &step.name));
+                        }
+                    }
+                }
+                out.sort();
+                out.dedup();
+                out
+            }
+            // A method defined once in the crate (an extension trait on a library type, or a
+            // receiver of unknown type).
+            _ => match self.facts.methods_named.get(step.name.as_str()) {
+                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
+                    c.clone()
+                }
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    pub(super) fn resolve_func(&self, func: &[Name]) -> Vec<BodyId> {
+        let Some(name) = func.last() else {
+            return Vec::new();
+        };
+        if func.len() >= 2 {
+            let q = &func[func.len() - 2];
+            let q = if q == "Self" {
+                self.body.self_ty.clone().unwrap_or_default()
+            } else {
+                q.clone()
+            };
+            let typed = self.facts.methods(&q, name);
+            if !typed.is_empty() {
+                return typed.to_vec();
+            }
+        }
+        if func.len() == 1 || q_is_module(func) {
+            self.facts
+                .free_fns
+                .get(name.as_str())
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+fn q_is_module(func: &[Name]) -> bool {
+    func.len() >= 2
+        && func[func.len() - 2]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_lowercase())
+}

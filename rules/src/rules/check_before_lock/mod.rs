@@ -1,0 +1,275 @@
+//! `check-before-lock`: state read and tested before the lock / transaction / row lock, then
+//! written under it without a re-read (TOCTOU). Three shapes, one file each: a read before the
+//! lock or transaction (`under_lock.rs`), a plain `SELECT` inside the transaction then an
+//! unguarded `UPDATE` of the same row (`in_transaction.rs`), and the read-modify-write with no
+//! lock at all (`without_lock.rs`). This file holds the declaration, the writes each shape
+//! judges, and what the shapes share: does a check look at the read, and does it decide the
+//! write.
+
+mod in_transaction;
+mod under_lock;
+mod without_lock;
+
+use super::RuleCx;
+use crate::diagnostic::Diagnostic;
+use crate::effects::{Effect, EffectKind};
+use crate::ir::{EventKind, Region};
+use crate::name::Name;
+use crate::query;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a write done under a lock, a transaction or a row lock when the state that decided
+    /// the write was read and tested *before* the lock was taken and is not read again under it.
+    /// Also flags a plain `SELECT` inside a transaction, a branch on its result, then an `UPDATE`
+    /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
+    /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
+    /// added: one row read with no lock and no transaction, a value of it tested, and the row
+    /// written back by key with a value computed from the read (a lost update).
+    ///
+    /// The check must decide the write: it stops the flow, the write sits in its branch, or the
+    /// written value comes from the read. One stale read is reported once, at its first write.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// The lock only serialises what happens *inside* it. A message that read the state before
+    /// the lock decides with facts that may already be stale:
+    ///
+    /// ```text
+    /// t0  payment callback reads order 42: status = pending
+    /// t1  cancel request locks order 42, sets status = cancelled, unlocks
+    /// t2  payment callback takes the lock (legally, it is free now)
+    /// t3  payment callback writes status = paid      <- a cancelled order is now paid
+    /// ```
+    ///
+    /// Under `READ COMMITTED` the same happens inside one transaction when the row is read
+    /// without `FOR UPDATE`: two transactions both see `open` and both act.
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// let order = sqlx::query_as::<_, Order>("SELECT * FROM orders WHERE id = $1")
+    ///     .bind(id).fetch_one(&pool).await?;
+    /// if order.status != "pending" { return Ok(()); }
+    /// let mut tx = pool.begin().await?;
+    /// sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+    ///     .bind(id).execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Take the lock, re-read, verify, then write — or let the write carry the check:
+    ///
+    /// ```rust,ignore
+    /// let mut tx = pool.begin().await?;
+    /// let order = sqlx::query_as::<_, Order>("SELECT * FROM orders WHERE id = $1 FOR UPDATE")
+    ///     .bind(id).fetch_one(&mut *tx).await?;
+    /// if order.status != "pending" { return Ok(()); }
+    /// sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+    ///     .bind(id).execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    ///
+    /// // or: a conditional update whose result is checked
+    /// let done = sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'")
+    ///     .bind(id).execute(&pool).await?;
+    /// if done.rows_affected() == 0 { return Ok(Stale); }
+    /// ```
+    ///
+    /// Or generate that shape: `#[staleguard::fenced(..)]` on the handler takes the lock,
+    /// re-reads the state under it, verifies the operation identity and only then runs the body.
+    ///
+    /// ### Known problems
+    ///
+    /// The analysis is syntactic: it matches the read and the write by table (SQL text, diesel
+    /// and sea-orm entity names) or by place, not by row. A re-read hidden behind a function the
+    /// crate does not define is not seen; a read of a different row of the same table counts as
+    /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`) is not analysed. The
+    /// no-lock form needs the written value to come from the read and a test of a read value, so
+    /// a status flip decided by a stale read with no lock at all is not reported; batch passes
+    /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it. A method of the crate
+    /// called on the write guard (`holder.write().await.advance_from(stage)`) counts as the
+    /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
+    /// analysis does not prove that its test is the same condition.
+    pub(crate) static RULE = {
+        name: "check-before-lock",
+        level: Error,
+        summary: "state read and tested before the lock or transaction, not re-read after it",
+        applies: applies,
+        check: check,
+    };
+}
+
+/// Every shape needs a write and a read before it, and something to be stale against: a lock,
+/// a transaction, a claim, a temporary guard, or a persisted read (the no-lock form).
+fn applies(cx: &RuleCx<'_>) -> bool {
+    let k = cx.kinds();
+    k.has(EffectKind::Write)
+        && k.has(EffectKind::Read)
+        && (k.has(EffectKind::Lock)
+            || k.has(EffectKind::TxBegin)
+            || k.has(EffectKind::TxClosure)
+            || k.has(EffectKind::Claim)
+            || cx.effects().body.tx_param.is_some()
+            || cx.effects().all().any(|e| {
+                e.kind == EffectKind::Read && !e.in_memory
+                    || e.kind == EffectKind::Write && e.temporary()
+            }))
+}
+
+/// A write under check.
+struct Write<'a> {
+    at: u32,
+    effect: &'a Effect,
+}
+
+/// What a shape made of a write.
+enum Verdict {
+    /// A stale read decides the write.
+    Stale(Box<Diagnostic>),
+    /// The stale read that decides the write was reported at an earlier write.
+    Reported,
+    /// Nothing of this shape.
+    Clean,
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.body.fenced {
+        return;
+    }
+    // One finding per stale read: later writes from the same read are the same bug.
+    let mut reported: Vec<u32> = Vec::new();
+    for w in 0..cx.body.events.len() as u32 {
+        let Some(write) = candidate(cx, w) else {
+            continue;
+        };
+        let verdict = match under_lock::judge(cx, &write, &mut reported) {
+            Verdict::Clean => {
+                let st = cx.state(w);
+                if st.txs.is_empty() && st.locks.is_empty() && !write.effect.temporary() {
+                    without_lock::judge(cx, &write, &mut reported)
+                } else {
+                    in_transaction::judge(cx, &write, &mut reported)
+                }
+            }
+            decided => decided,
+        };
+        if let Verdict::Stale(d) = verdict {
+            out.push(*d);
+        }
+    }
+}
+
+/// The write at `w`, when it is one a stale read could decide: not detached, not a token's
+/// deletion (another rule's business), not an insert (it creates a row, it does not update the
+/// one read), not an in-memory write through a helper (judged where it happens), not a
+/// conditional write whose result is checked, and not through a helper that reads the state
+/// itself (a crate fn that reads and writes, a method on the guard that re-reads under it).
+fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
+    if cx.detached(w) {
+        return None;
+    }
+    let write = cx.eff(w, EffectKind::Write)?;
+    if write.token && write.delete || write.insert || write.in_memory && write.via.is_some() {
+        return None;
+    }
+    if write.conditional && !query::tests_of(cx.body, w).is_empty() {
+        return None;
+    }
+    if write.via.is_some()
+        && cx
+            .effs(w)
+            .any(|e| e.kind == EffectKind::Read && e.via == write.via)
+    {
+        return None;
+    }
+    // `holder.write().await.commit_stage(key)` re-checking the stage under the write guard.
+    if write.via.is_none()
+        && cx
+            .callees(w)
+            .iter()
+            .any(|c| cx.krate.summary(*c).is_some_and(|s| s.reads_state()))
+    {
+        return None;
+    }
+    Some(Write {
+        at: w,
+        effect: write,
+    })
+}
+
+/// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
+/// goes into an awaited call whose answer is what the condition tests
+/// (`match authorize(.., session_id, ..).await`, `if let Ok(dns) = discover(&config).await`):
+/// that answer is fresh, not the state read before.
+pub(super) fn tests_read(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        return true;
+    };
+    let (deps, calls) = (&t.deps, &t.calls);
+    if calls.contains(&r) {
+        return true;
+    }
+    let derived = query::derived(cx.body, r);
+    let asked: Vec<&str> = calls
+        .iter()
+        .filter_map(|&k| match &cx.body.events[k as usize].kind {
+            EventKind::Call(call) if call.awaited() => Some(call),
+            _ => None,
+        })
+        .flat_map(|call| {
+            call.all_args()
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p)))
+        })
+        .collect();
+    deps.iter().any(|d| {
+        let root = query::first(d);
+        derived.contains(root) && !asked.contains(&root)
+    }) || deps.is_empty()
+}
+
+/// Does the check at `c` (on the read at `r`) decide the write at `w`? The write's value comes
+/// from the read; or the check stops the flow (an assertion, `?`, `let else`, a branch that
+/// returns or breaks between them); or the write sits in a branch opened by the check, or uses
+/// a local assigned in one. A `match` whose arms all fall through to the same write (logging the
+/// error, say) does not make the write depend on what was read.
+pub(super) fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
+    if query::depends_on(cx.body, w, r) {
+        return true;
+    }
+    let events = &cx.body.events;
+    // The event after the test (past the sub-tests of the same condition) opens its branch;
+    // anything else is an assertion or a `?` that stops the flow.
+    let after = events[c as usize + 1..]
+        .iter()
+        .find(|e| !matches!(e.kind, EventKind::Cond(_)));
+    if !matches!(
+        after.map(|e| &e.kind),
+        Some(EventKind::Enter(Region::Branch { .. }))
+    ) {
+        return true;
+    }
+    let mut depth = 0i32;
+    let mut assigned: Vec<&str> = Vec::new();
+    for ev in &events[c as usize + 1..w as usize] {
+        match &ev.kind {
+            EventKind::Enter(Region::Branch { diverges: true }) | EventKind::Exit => return true,
+            EventKind::Enter(_) => depth += 1,
+            EventKind::Leave => depth = (depth - 1).max(0),
+            EventKind::Assign(a) if depth > 0 => assigned.push(query::first(&a.target)),
+            _ => {}
+        }
+    }
+    if depth > 0 {
+        return true;
+    }
+    let uses = |p: &Name| assigned.contains(&query::first(p));
+    match &events[w as usize].kind {
+        EventKind::Assign(a) => a.deps.iter().any(uses),
+        EventKind::Call(call) => {
+            call.all_args().any(|a| a.paths.iter().any(uses)) || call.recv.first().is_some_and(uses)
+        }
+        _ => false,
+    }
+}

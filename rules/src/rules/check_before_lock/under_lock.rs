@@ -1,0 +1,210 @@
+//! The shape with a lock or transaction: the state was read and tested before the lock was
+//! taken (or the transaction begun) and is not read again under it.
+
+use super::{Verdict, Write, decides, tests_read};
+use crate::effects::EffectKind;
+use crate::facts::BodyId;
+use crate::ir::EventKind;
+use crate::query::{self, TX_PARAM};
+use crate::rules::RuleCx;
+
+/// Judges a write under a lock, a transaction or a temporary guard against every read before
+/// the protection.
+pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>) -> Verdict {
+    let (w, effect) = (write.at, write.effect);
+    let st = cx.state(w);
+    let temp = effect.temporary();
+    let mut protections: Vec<(u32, &str)> = Vec::new();
+    for l in &st.locks {
+        protections.push((l.event, "lock taken here"));
+    }
+    for t in &st.txs {
+        if t.event != TX_PARAM {
+            protections.push((t.event, "transaction begun here"));
+        }
+    }
+    if temp {
+        protections.push((w, "lock taken here"));
+    }
+    let wtable = effect.table.as_deref();
+    for &(p, plabel) in &protections {
+        let reread = (p + u32::from(!temp)..w).any(|r| {
+            !cx.detached(r)
+                && cx.effs(r).any(|e| {
+                    e.kind == EffectKind::Read
+                        && query::same_state(e.table.as_deref(), wtable)
+                        && query::result_used(cx.body, r)
+                })
+        });
+        if reread {
+            continue;
+        }
+        for r in (0..p).rev() {
+            if cx.detached(r) {
+                continue;
+            }
+            let Some(read) = cx.eff(r, EffectKind::Read) else {
+                continue;
+            };
+            // The read must be able to reach the write (not on a path that always returns).
+            if !query::same_state(read.table.as_deref(), wtable) || cx.reach_end(r) <= w {
+                continue;
+            }
+            // In-memory state: the same lock's place, and not a cache fill (an `insert(k, v)`
+            // of a freshly computed value, the same whichever racer wins).
+            if (effect.in_memory || read.in_memory)
+                && (read.via.is_some() && !own_accessor(cx, read, wtable)
+                    || wtable.is_none()
+                    || read.table.as_deref() != wtable
+                    || is_fill(cx, w, r))
+            {
+                continue;
+            }
+            let tests = query::tests_of(cx.body, r);
+            let Some(&c) = tests
+                .iter()
+                .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
+            else {
+                continue;
+            };
+            if callee_retests(cx, w, r, effect.via) {
+                continue;
+            }
+            if reported.contains(&r) {
+                return Verdict::Reported;
+            }
+            reported.push(r);
+            let mut d = cx.diag(
+                &super::RULE,
+                w,
+                format!(
+                    "state read before the {} is written under it without a re-read",
+                    kind_word(plabel)
+                ),
+            );
+            d.primary_label = Some("written here without re-reading".into());
+            d.labels.push(cx.label(r, "state read here"));
+            d.labels.push(cx.label(c, "checked here"));
+            d.labels.push(cx.label(p, plabel));
+            d.help = Some(format!(
+                "re-read the state after the {} and verify it (or `SELECT .. FOR UPDATE`, or a conditional `UPDATE .. WHERE status = ..` with the rows affected checked); `#[staleguard::fenced(..)]` generates this shape",
+                kind_word(plabel)
+            ));
+            d.notes.extend(cx.chain_notes(read));
+            d.notes.extend(cx.chain_notes(effect));
+            return Verdict::Stale(Box::new(d));
+        }
+    }
+    Verdict::Clean
+}
+
+/// The write is a crate method called on the guard (`holder.write().await.commit_stage(key)`)
+/// that itself tests the state the stale read fetched: the read's getter or field
+/// (`holder.read().await.stage()`) is tested again in the method (`if self.stage >= ..`,
+/// `match self.stage()`), so the check is repeated under the lock. A method that tests
+/// something else (`if let Some(n) = self.counts.get_mut(k)`) does not count.
+pub(super) fn callee_retests(cx: &RuleCx<'_>, w: u32, r: u32, via: Option<BodyId>) -> bool {
+    let EventKind::Call(read) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    let Some(got) = read
+        .steps
+        .last()
+        .map(|s| s.name.trim_start_matches('.'))
+        .filter(|n| !n.is_empty())
+    else {
+        return false;
+    };
+    // The method run on the guard: the callee the write came through, the resolved callees, or,
+    // when the guard's target type is unknown, the crate's `&mut self` methods of that name.
+    let by_name: Vec<BodyId>;
+    let callees: &[crate::facts::BodyId] = match &via {
+        Some(c) => std::slice::from_ref(c),
+        None if !cx.callees(w).is_empty() => cx.callees(w),
+        None => {
+            let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+                return false;
+            };
+            let Some(method) = call.steps.last() else {
+                return false;
+            };
+            by_name = cx
+                .krate
+                .facts
+                .methods_named
+                .get(method.name.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|c| *c != cx.id && cx.krate.facts.mut_self.contains(c))
+                .collect();
+            &by_name
+        }
+    };
+    callees.iter().any(|&c| {
+        let body = cx.krate.body(c);
+        body.self_ty.is_some()
+            && body.events.iter().any(|e| {
+                let EventKind::Cond(t) = &e.kind else {
+                    return false;
+                };
+                let (deps, calls) = (&t.deps, &t.calls);
+                deps.iter().any(|d| {
+                    d.strip_prefix("self.")
+                        .and_then(|f| f.split('.').next())
+                        .is_some_and(|f| f == got)
+                }) || calls.iter().any(|&i| {
+                    matches!(&body.events.get(i as usize).map(|e| &e.kind),
+                        Some(EventKind::Call(call)) if call.recv.first().is_some_and(|x| x == "self")
+                            && call.steps.iter().any(|s| s.name == got))
+                })
+            })
+    })
+}
+
+pub(super) fn kind_word(label: &str) -> &'static str {
+    if label.starts_with("transaction") {
+        "transaction"
+    } else {
+        "lock"
+    }
+}
+
+/// A read through a method of the same type that reads the same `self.` place itself (a getter
+/// like `self.balance_of(user)` taking and dropping the read guard): the place is the one the
+/// caller writes, not a lookalike reached through a long chain.
+pub(super) fn own_accessor(
+    cx: &RuleCx<'_>,
+    read: &crate::effects::Effect,
+    wtable: Option<&str>,
+) -> bool {
+    let (Some(c), Some(t)) = (read.via, wtable) else {
+        return false;
+    };
+    if !t.starts_with("self.") || read.table.as_deref() != Some(t) {
+        return false;
+    }
+    let callee = cx.krate.body(c);
+    callee.self_ty.is_some()
+        && callee.self_ty == cx.body.self_ty
+        && cx.krate.summary(c).is_some_and(|s| {
+            s.effects.iter().any(|e| {
+                e.effect.kind == EffectKind::Read
+                    && e.callee.is_none()
+                    && e.effect.table.as_deref() == Some(t)
+            })
+        })
+}
+
+/// `map.insert(key, value)` where the value does not come from the read: filling a cache.
+pub(super) fn is_fill(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    match &cx.body.events[w as usize].kind {
+        EventKind::Call(c) => {
+            c.steps
+                .last()
+                .is_some_and(|s| s.name == "insert" && s.args.len() == 2)
+                && !query::depends_on(cx.body, w, r)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,120 @@
+//! The shape before any lock was added: one row read with no lock and no transaction, a value
+//! of it tested, and the row written back by key with a value computed from the read (a lost
+//! update).
+
+use super::{Verdict, Write, tests_read};
+use crate::apis::MANY_ROWS_STEPS;
+use crate::diagnostic::Diagnostic;
+use crate::effects::EffectKind;
+use crate::ir::EventKind;
+use crate::query;
+use crate::rules::RuleCx;
+
+/// Judges a write with no lock, no transaction and no temporary guard.
+pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>) -> Verdict {
+    match unprotected(cx, write.at, write.effect, reported) {
+        Some(d) => Verdict::Stale(Box::new(d)),
+        None => Verdict::Clean,
+    }
+}
+
+/// The unprotected read-modify-write: a persisted row read (no lock, no transaction), tested,
+/// and written back with a value computed from the read, by key only.
+pub(super) fn unprotected(
+    cx: &RuleCx<'_>,
+    w: u32,
+    write: &crate::effects::Effect,
+    reported_reads: &mut Vec<u32>,
+) -> Option<Diagnostic> {
+    if write.in_memory || write.insert || write.delete || write.token || write.table.is_none() {
+        return None;
+    }
+    let wtable = write.table.as_deref();
+    for r in (0..w).rev() {
+        if cx.detached(r) || reported_reads.contains(&r) {
+            continue;
+        }
+        let Some(read) = cx.eff(r, EffectKind::Read) else {
+            continue;
+        };
+        let st = &cx.state(r);
+        if read.in_memory
+            || read.locking
+            || read.table.as_deref() != wtable
+            || !st.txs.is_empty()
+            || !st.locks.is_empty()
+            || cx.reach_end(r) <= w
+            || many_rows(cx, r)
+            || !writes_from(cx, w, r)
+        {
+            continue;
+        }
+        // The test looks at a value read (`balance < amount`, `flight.seats_left == 0`), not
+        // only at whether the row exists (`let Some(row) = find(..) else { return 404 }`).
+        let derived = query::derived(cx.body, r);
+        let tests = query::tests_of(cx.body, r);
+        let Some(&c) = tests.iter().find(|&&c| {
+            c > r
+                && c < w
+                && tests_read(cx, c, r)
+                && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
+                    if t.deps.iter().any(|d| derived.contains(query::first(d))))
+        }) else {
+            continue;
+        };
+        // Re-read between the test and the write: the later read is the one that counts.
+        if (r + 1..w).any(|x| {
+            cx.effs(x)
+                .any(|e| e.kind == EffectKind::Read && e.table.as_deref() == wtable)
+        }) {
+            return None;
+        }
+        reported_reads.push(r);
+        let mut d = cx.diag(
+            &super::RULE,
+            w,
+            "state read and tested, then written back from the stale value without a lock"
+                .to_string(),
+        );
+        d.primary_label = Some("written here from the value read before".into());
+        d.labels.push(cx.label(r, "state read here"));
+        d.labels.push(cx.label(c, "checked here"));
+        d.help = Some(
+            "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
+                .to_string(),
+        );
+        d.notes.extend(cx.chain_notes(read));
+        d.notes.extend(cx.chain_notes(write));
+        return Some(d);
+    }
+    None
+}
+
+/// A read of many rows (`.all(db)`, `fetch_all`, `load`): a batch rewrite (a migration, a
+/// re-encryption pass) walking a snapshot, not one row's read-modify-write.
+pub(super) fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
+    matches!(&cx.body.events[r as usize].kind, EventKind::Call(c)
+        if c.steps.iter().any(|s| MANY_ROWS_STEPS.contains(&s.name.as_str())))
+}
+
+/// Is the value written at `w` computed from the read at `r` (its arguments, or its receiver:
+/// an ORM model converted from the row read)?
+pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    if query::depends_on(cx.body, w, r) {
+        return true;
+    }
+    // `model.seats_left = Set(left - 1); model.update(db)`: an ORM model whose assigned field
+    // comes from the read (fields left unset are not written).
+    let derived = query::derived(cx.body, r);
+    let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let Some(root) = c.recv.first() else {
+        return false;
+    };
+    cx.body.events[r as usize..w as usize].iter().any(|e| {
+        matches!(&e.kind, EventKind::Assign(a)
+            if query::first(&a.target) == root.as_str()
+                && a.deps.iter().any(|d| query::first(d) != root.as_str() && derived.contains(query::first(d))))
+    })
+}
