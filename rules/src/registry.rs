@@ -81,6 +81,12 @@ fn capitalize(s: &str) -> String {
     }
 }
 
+/// The rules the analyzer checks (every rule but `parse-error` and `unused-suppression`), in
+/// catalogue order.
+pub fn rules() -> impl Iterator<Item = &'static RuleMeta> {
+    all().iter().take(rules::ALL.len())
+}
+
 /// Looks a rule up by id.
 pub fn find(name: &str) -> Option<&'static RuleMeta> {
     all().iter().find(|r| r.name == name)

@@ -693,3 +693,45 @@ fn a_member_directory_still_lints_the_whole_workspace() {
         "paths are relative to the workspace root"
     );
 }
+
+/// The ```toml blocks of a Markdown file.
+fn toml_blocks(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut cur, line.trim_start()) {
+            (None, l) if l.starts_with("```toml") => cur = Some(String::new()),
+            (Some(block), l) if l.starts_with("```") => {
+                out.push(std::mem::take(block));
+                cur = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn configuration_examples_in_the_readme_and_docs_are_accepted() {
+    let mut checked = 0;
+    for doc in ["README.md", "docs/configuration.md"] {
+        let text = std::fs::read_to_string(repo_root().join(doc)).unwrap();
+        for block in toml_blocks(&text) {
+            let p = Project::package("demo");
+            p.write("src/lib.rs", CLEAN)
+                .write("staleguard.toml", &block);
+            let run = p.run(&[]);
+            assert_eq!(
+                run.code, 0,
+                "{doc}: the example configuration is rejected:\n{block}\n--- stderr\n{}",
+                run.stderr
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "found {checked} toml examples");
+}

@@ -49,8 +49,8 @@ declare_rule! {
     ///
     /// A remote call is recognised from the client's type, the `.await`ed builder shape and the
     /// crate's own functions; a client behind a trait object implemented outside the crate is
-    /// recognised only by its name (`gateway`, `client`, ..) or through configured
-    /// `knowledge.remote_calls`.
+    /// recognised only by its name (`gateway`, `client`, ..) or through the configuration's
+    /// `knowledge.remote-calls`.
     pub(crate) static RULE = {
         name: "rpc-in-transaction",
         level: Error,

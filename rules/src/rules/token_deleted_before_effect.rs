@@ -47,7 +47,7 @@ declare_rule! {
     /// ### Known problems
     ///
     /// Tokens are recognised by key and table names (`idem:`, `*_token`, `idempotency_keys`) and
-    /// configured `knowledge.token_checks` / `knowledge.token_deletes`; a token stored under an
+    /// the configuration's `knowledge.token-checks` / `knowledge.token-deletes`; a token stored under an
     /// unrelated name is not seen. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
