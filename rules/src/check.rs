@@ -60,6 +60,18 @@ pub fn run(
     enabled: &dyn Fn(&str) -> bool,
     threads: usize,
 ) -> Vec<Diagnostic> {
+    run_with(knowledge, files, enabled, threads, true)
+}
+
+/// [`run`], with `skip_inapplicable` saying whether a rule is checked only on the bodies its
+/// `applies` accepts (always, but in the test that `applies` hides no finding).
+fn run_with(
+    knowledge: &Knowledge,
+    files: &[LoweredFile],
+    enabled: &dyn Fn(&str) -> bool,
+    threads: usize,
+    skip_inapplicable: bool,
+) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = files
         .iter()
         .filter_map(|f| f.parse_error.clone())
@@ -85,7 +97,7 @@ pub fn run(
             let cx = RuleCx::new(&krate, *id);
             let mut found = Vec::new();
             for rule in &rules {
-                if (rule.applies)(&cx) {
+                if !skip_inapplicable || (rule.applies)(&cx) {
                     (rule.check)(&cx, &mut found);
                 }
             }
@@ -104,6 +116,49 @@ pub fn run(
     });
     out.dedup_by(|a, b| a.rule == b.rule && a.primary == b.primary && a.message == b.message);
     out
+}
+
+/// The fixture cases (the loader the fixture harness uses).
+#[cfg(test)]
+#[path = "../tests/support/cases.rs"]
+mod cases;
+
+#[cfg(test)]
+mod tests {
+    use super::cases;
+    use crate::{Analyzer, Knowledge};
+
+    /// A rule's `applies` must answer yes wherever its `check` reports: on every fixture case,
+    /// checking every body with every rule finds exactly what checking the applicable ones
+    /// finds.
+    #[test]
+    fn applies_hides_no_finding() {
+        let mut compared = 0;
+        for case in cases::all() {
+            let analyzer = Analyzer::new(Knowledge::default());
+            let files: Vec<_> = case
+                .files
+                .iter()
+                .map(|(p, t)| analyzer.lower(p, t))
+                .collect();
+            let all = |_: &str| true;
+            let mut k = Knowledge::default();
+            for (field, names) in &case.directives.knowledge {
+                let key = Knowledge::KEYS
+                    .iter()
+                    .find(|x| x.field == field)
+                    .expect("a field");
+                k.list_mut(key.key)
+                    .expect("a key")
+                    .extend(names.iter().cloned());
+            }
+            let applicable = super::run_with(&k, &files, &all, 1, true);
+            let everywhere = super::run_with(&k, &files, &all, 1, false);
+            assert_eq!(applicable, everywhere, "{}", case.name);
+            compared += applicable.len();
+        }
+        assert!(compared > 100, "only {compared} findings compared");
+    }
 }
 
 /// See [`crate::Analyzer::dump_effects`].
