@@ -118,49 +118,6 @@ fn run_with(
     out
 }
 
-/// The fixture cases (the loader the fixture harness uses).
-#[cfg(test)]
-#[path = "../tests/support/cases.rs"]
-mod cases;
-
-#[cfg(test)]
-mod tests {
-    use super::cases;
-    use crate::{Analyzer, Knowledge};
-
-    /// A rule's `applies` must answer yes wherever its `check` reports: on every fixture case,
-    /// checking every body with every rule finds exactly what checking the applicable ones
-    /// finds.
-    #[test]
-    fn applies_hides_no_finding() {
-        let mut compared = 0;
-        for case in cases::all() {
-            let analyzer = Analyzer::new(Knowledge::default());
-            let files: Vec<_> = case
-                .files
-                .iter()
-                .map(|(p, t)| analyzer.lower(p, t))
-                .collect();
-            let all = |_: &str| true;
-            let mut k = Knowledge::default();
-            for (field, names) in &case.directives.knowledge {
-                let key = Knowledge::KEYS
-                    .iter()
-                    .find(|x| x.field == field)
-                    .expect("a field");
-                k.list_mut(key.key)
-                    .expect("a key")
-                    .extend(names.iter().cloned());
-            }
-            let applicable = super::run_with(&k, &files, &all, 1, true);
-            let everywhere = super::run_with(&k, &files, &all, 1, false);
-            assert_eq!(applicable, everywhere, "{}", case.name);
-            compared += applicable.len();
-        }
-        assert!(compared > 100, "only {compared} findings compared");
-    }
-}
-
 /// See [`crate::Analyzer::dump_effects`].
 #[cfg(feature = "dev")]
 pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads: usize) -> String {
@@ -248,4 +205,47 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
         }
     }
     out
+}
+
+/// The fixture cases (the loader the fixture harness uses).
+#[cfg(test)]
+#[path = "../tests/support/cases.rs"]
+mod cases;
+
+#[cfg(test)]
+mod tests {
+    use super::cases;
+    use crate::{Analyzer, Knowledge};
+
+    /// A rule's `applies` must answer yes wherever its `check` reports: on every fixture case,
+    /// checking every body with every rule finds exactly what checking the applicable ones
+    /// finds.
+    #[test]
+    fn applies_hides_no_finding() {
+        let mut compared = 0;
+        for case in cases::all() {
+            let analyzer = Analyzer::new(Knowledge::default());
+            let files: Vec<_> = case
+                .files
+                .iter()
+                .map(|(p, t)| analyzer.lower(p, t))
+                .collect();
+            let all = |_: &str| true;
+            let mut k = Knowledge::default();
+            for (field, names) in &case.directives.knowledge {
+                let key = Knowledge::KEYS
+                    .iter()
+                    .find(|x| x.field == field)
+                    .expect("a field");
+                k.list_mut(key.key)
+                    .expect("a key")
+                    .extend(names.iter().cloned());
+            }
+            let applicable = super::run_with(&k, &files, &all, 1, true);
+            let everywhere = super::run_with(&k, &files, &all, 1, false);
+            assert_eq!(applicable, everywhere, "{}", case.name);
+            compared += applicable.len();
+        }
+        assert!(compared > 100, "only {compared} findings compared");
+    }
 }
