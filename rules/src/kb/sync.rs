@@ -40,11 +40,7 @@ pub(super) fn classify(
             } else {
                 return None;
             };
-            let verb = if kind == EffectKind::Write {
-                "writes"
-            } else {
-                "reads"
-            };
+            let verb = verb(kind);
             let mut e =
                 Effect::new(kind, format!("{verb} through the guard `{place}`")).with_table(locked);
             e.in_memory = true;
@@ -240,11 +236,7 @@ pub(super) fn classify(
             } else {
                 return None;
             };
-            let verb = if kind == EffectKind::Write {
-                "writes"
-            } else {
-                "reads"
-            };
+            let verb = verb(kind);
             let mut e = Effect::new(kind, format!("{verb} `{place}` (`{}`)", first))
                 .with_table(Some(place));
             e.in_memory = true;
@@ -253,4 +245,13 @@ pub(super) fn classify(
         }
     }
     Some(e)
+}
+
+/// How a read or a write through a guard is described.
+fn verb(kind: EffectKind) -> &'static str {
+    if kind == EffectKind::Write {
+        "writes"
+    } else {
+        "reads"
+    }
 }

@@ -3,11 +3,11 @@
 //! and what the classifier needs of each argument. Closures passed as arguments are lowered
 //! after the call, as regions that hang off it.
 
-use super::Seq;
 use super::body::{BodyLowerer, MAX_STR};
 use super::macros;
 use super::places::{paths, place_parts, strings, struct_lit};
 use super::spans::{end_span, start_span};
+use super::{Seq, last_segment, segments};
 use crate::apis;
 use crate::ir::{Arg, ArgExtra, Call, EventKind, Region, Step};
 use crate::name::Name;
@@ -75,12 +75,7 @@ impl BodyLowerer<'_, '_> {
         match cur {
             Expr::Call(c) => {
                 if let Expr::Path(p) = &*c.func {
-                    call.func = p
-                        .path
-                        .segments
-                        .iter()
-                        .map(|s| Name::display(&s.ident))
-                        .collect();
+                    call.func = segments(&p.path).collect();
                     let name = call.func.last().cloned().unwrap_or_default();
                     let args = self.args(c.args.each(), &mut deferred);
                     root_step = Some(Step {
@@ -97,21 +92,9 @@ impl BodyLowerer<'_, '_> {
                 }
             }
             Expr::Macro(m) => {
-                let name = m
-                    .mac
-                    .path
-                    .segments
-                    .last()
-                    .map(|s| Name::display(&s.ident))
-                    .unwrap_or_default();
+                let name = last_segment(&m.mac.path);
                 if macros::is_query_macro(&name) {
-                    call.func = m
-                        .mac
-                        .path
-                        .segments
-                        .iter()
-                        .map(|s| Name::display(&s.ident))
-                        .collect();
+                    call.func = segments(&m.mac.path).collect();
                     if let Some(last) = call.func.last_mut() {
                         *last = last.with_suffix("!");
                     }
@@ -241,6 +224,7 @@ pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
     a.closure = is_deferred(e);
     a
 }
+
 /// Closures and async blocks passed as arguments run later (or inside the callee), so they are
 /// lowered after the call event: directly, or wrapped once (`Box::pin(async move { .. })`).
 pub(super) fn is_deferred(e: &Expr) -> bool {
@@ -259,6 +243,7 @@ pub(super) fn is_deferred(e: &Expr) -> bool {
         _ => false,
     }
 }
+
 /// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
 pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
     if depth > 24 {
@@ -278,12 +263,7 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
         }
         Expr::Call(c) => {
             if let Expr::Path(p) = &*c.func {
-                let s: Vec<Name> = p
-                    .path
-                    .segments
-                    .iter()
-                    .map(|s| Name::display(&s.ident))
-                    .collect();
+                let s: Vec<Name> = segments(&p.path).collect();
                 if a.calls.len() < 8 {
                     a.calls.push(Name::join(&s, "::"));
                 }
@@ -301,6 +281,7 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
         _ => {}
     }
 }
+
 /// Std-only chains that no rule or summary can use: `x.clone()`, `v.iter().map(..).collect()`,
 /// `Ok(..)`, `Arc::new(..)`, on a plain local or a constructor, with no `.await`, no `?`, no
 /// SQL and no closure (a closure argument keeps the call, its region hangs off it).

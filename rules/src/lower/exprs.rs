@@ -2,12 +2,12 @@
 //! and async blocks, assignments, comparisons (as tests), exits, and macros in statement or
 //! expression position.
 
-use super::Seq;
 use super::body::BodyLowerer;
 use super::macros;
 use super::pat_names;
 use super::places::{paths, place};
 use super::spans::{end_span, first_pat_span, first_span, start_span};
+use super::{Seq, last_segment};
 use crate::apis;
 use crate::ir::{Assign, Bind, Event, EventKind, Region, Sp};
 use crate::name::Name;
@@ -288,12 +288,7 @@ impl BodyLowerer<'_, '_> {
 
     /// A macro in statement or expression position.
     pub(super) fn mac(&mut self, m: &syn::Macro, sp: Sp) -> Option<u32> {
-        let name = m
-            .path
-            .segments
-            .last()
-            .map(|s| Name::display(&s.ident))
-            .unwrap_or_default();
+        let name = last_segment(&m.path);
         let name = name.as_str();
         if apis::SELECT_MACROS.contains(&name) {
             for (pat, fut, body) in macros::select_branches(&m.tokens) {
@@ -389,6 +384,7 @@ pub(super) fn is_assign_op(op: &BinOp) -> bool {
             | BinOp::ShrAssign(_)
     )
 }
+
 pub(super) fn block_diverges(b: &Block) -> bool {
     b.stmts.iter().any(|s| match s {
         Stmt::Expr(e, _) => expr_diverges(e),
@@ -396,6 +392,7 @@ pub(super) fn block_diverges(b: &Block) -> bool {
         _ => false,
     })
 }
+
 pub(super) fn expr_diverges(e: &Expr) -> bool {
     match e {
         Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => true,
@@ -413,9 +410,7 @@ pub(super) fn expr_diverges(e: &Expr) -> bool {
         _ => false,
     }
 }
+
 pub(super) fn macro_diverges(m: &syn::Macro) -> bool {
-    m.path
-        .segments
-        .last_item()
-        .is_some_and(|s| apis::DIVERGING_MACROS.contains(&Name::display(&s.ident).as_str()))
+    apis::DIVERGING_MACROS.contains(&last_segment(&m.path).as_str())
 }

@@ -319,12 +319,7 @@ fn guard_attrs(attrs: &[Attribute]) -> (bool, bool, Option<Name>) {
 fn place_of(e: &syn::Expr) -> Option<Name> {
     match e {
         syn::Expr::Path(p) if p.qself.is_none() => {
-            let segs: Vec<Name> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| Name::display(&s.ident))
-                .collect();
+            let segs: Vec<Name> = super::segments(&p.path).collect();
             Some(segs.join("::").into())
         }
         syn::Expr::Field(f) => {

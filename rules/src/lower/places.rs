@@ -13,6 +13,7 @@ pub(super) enum Seg<'e> {
     Ident(&'e syn::Ident),
     Index(u32),
 }
+
 impl std::fmt::Display for Seg<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -21,6 +22,7 @@ impl std::fmt::Display for Seg<'_> {
         }
     }
 }
+
 /// Visits, in order, the segments of the place `e` is (`a`, `self.db`, `job.payload.id`; `*x`
 /// and `&x` see through) and says whether it is one. Nothing is visited when it is not. The one
 /// walk behind [`place_parts`], [`place_head`] and [`PlaceText`].
@@ -50,6 +52,7 @@ pub(super) fn place_segments<'e, F: FnMut(Seg<'e>)>(e: &'e Expr, visit: &mut F) 
         _ => false,
     }
 }
+
 /// The place `e` is, as its parts.
 pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
     let mut parts = Vec::new();
@@ -61,6 +64,7 @@ pub(super) fn place_parts(e: &Expr) -> Option<Vec<Name>> {
     })
     .then_some(parts)
 }
+
 /// The first identifier and the number of segments of the place `e` is, without building it.
 pub(super) fn place_head(e: &Expr) -> Option<(&syn::Ident, usize)> {
     let (mut first, mut n) = (None, 0);
@@ -72,6 +76,7 @@ pub(super) fn place_head(e: &Expr) -> Option<(&syn::Ident, usize)> {
     });
     first.filter(|_| is_place).map(|i| (i, n))
 }
+
 /// Writes a place as its parts joined with `.`, as `Name::join(&place_parts(e), ".")` would.
 pub(super) struct PlaceText<'a>(&'a Expr);
 impl std::fmt::Display for PlaceText<'_> {
@@ -89,12 +94,14 @@ impl std::fmt::Display for PlaceText<'_> {
         result
     }
 }
+
 pub(super) fn member(m: &Member) -> Name {
     match m {
         Member::Named(i) => Name::display(i),
         Member::Unnamed(i) => Name::display(&i.index),
     }
 }
+
 pub(super) fn place(e: &Expr) -> Option<Name> {
     match e {
         Expr::Index(i) => place(&i.expr),
@@ -102,6 +109,7 @@ pub(super) fn place(e: &Expr) -> Option<Name> {
         _ => place_parts(e).map(|p| Name::join(&p, ".")),
     }
 }
+
 /// Dotted places read by an expression (`order.status`, `tx`, `self.db`).
 pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     if depth > 48 || out.len() > 64 {
@@ -188,6 +196,7 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         _ => {}
     }
 }
+
 pub(super) fn block_paths(b: &Block, out: &mut Vec<Name>, depth: u32) {
     for s in &b.stmts {
         match s {
@@ -202,6 +211,7 @@ pub(super) fn block_paths(b: &Block, out: &mut Vec<Name>, depth: u32) {
         }
     }
 }
+
 /// Name literals in an expression (and the literal of `format!`-like macros).
 pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
     if depth > 32 || out.len() > 16 {
@@ -215,13 +225,7 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
             }
         }
         Expr::Macro(m) => {
-            let name = m
-                .mac
-                .path
-                .segments
-                .last()
-                .map(|s| Name::display(&s.ident))
-                .unwrap_or_default();
+            let name = super::last_segment(&m.mac.path);
             if (macros::is_format_like(&name) || name == "concat")
                 && let Some(s) = macros::first_literal(&m.mac.tokens)
             {
@@ -247,6 +251,7 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         _ => {}
     }
 }
+
 pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
     match e {
         Expr::Struct(s) => Some(StructLit {

@@ -11,6 +11,7 @@ pub(super) fn first_span(p: &syn::Path) -> Span {
         .map(|s| s.ident.span())
         .unwrap_or_else(Span::call_site)
 }
+
 pub(super) fn first_pat_span(p: &Pat) -> Span {
     match p {
         Pat::Ident(i) => i.ident.span(),
@@ -22,6 +23,7 @@ pub(super) fn first_pat_span(p: &Pat) -> Span {
         _ => p.span(),
     }
 }
+
 /// The left-most token of an expression, without building a token stream.
 pub(super) fn start_span(e: &Expr) -> Span {
     match e {
@@ -46,6 +48,7 @@ pub(super) fn start_span(e: &Expr) -> Span {
         _ => Span::call_site(),
     }
 }
+
 /// The right-most token of an expression, without building a token stream.
 pub(super) fn end_span(e: &Expr) -> Span {
     match e {

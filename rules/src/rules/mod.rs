@@ -51,6 +51,7 @@ macro_rules! declare_rule {
         };
     };
 }
+
 // (Rule files see the macro by textual scope: they are declared below it.)
 
 // @generated rule list: `STALEGUARD_BLESS=1 cargo test -p staleguard-rules --test conventions`

@@ -2,7 +2,7 @@
 //! result, then an `UPDATE` of the same row that neither locks the row nor guards itself. Under
 //! `READ COMMITTED` two transactions both see the old state and both act.
 
-use super::{Verdict, Write, decides, tests_read};
+use super::{Reported, Verdict, Write, deciding_check};
 use crate::effects::EffectKind;
 use crate::ir::EventKind;
 use crate::name::Name;
@@ -10,7 +10,7 @@ use crate::query::{self, TX_PARAM};
 use crate::rules::RuleCx;
 
 /// Judges a write inside a transaction against the reads made in it.
-pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>) -> Verdict {
+pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported) -> Verdict {
     let (w, effect) = (write.at, write.effect);
     let st = cx.state(w);
     let Some(tx) = st.txs.last() else {
@@ -51,23 +51,18 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>)
         if !cx.state(r).locks.is_empty() {
             continue;
         }
-        let tests = query::tests_of(cx.body, r);
-        if tests
-            .iter()
-            .any(|&c| c > r && c < w && sets_compared_value(cx, c, r, w))
+        if query::tests_of(cx.body, r)
+            .into_iter()
+            .any(|c| c > r && c < w && sets_compared_value(cx, c, r, w))
         {
             continue;
         }
-        let Some(&c) = tests
-            .iter()
-            .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
-        else {
+        let Some(c) = deciding_check(cx, r, w) else {
             continue;
         };
-        if reported.contains(&r) {
+        if !reported.first(r) {
             return Verdict::Reported;
         }
-        reported.push(r);
         let mut d = cx.diag(
             &super::RULE,
             w,

@@ -124,6 +124,26 @@ struct Write<'a> {
     effect: &'a Effect,
 }
 
+/// The reads already reported: one finding per stale read (later writes from the same read
+/// are the same bug).
+#[derive(Default)]
+struct Reported(Vec<u32>);
+
+impl Reported {
+    fn contains(&self, read: u32) -> bool {
+        self.0.contains(&read)
+    }
+
+    /// Marks `read` reported; `false` when it already was.
+    fn first(&mut self, read: u32) -> bool {
+        let first = !self.contains(read);
+        if first {
+            self.0.push(read);
+        }
+        first
+    }
+}
+
 /// What a shape made of a write.
 enum Verdict {
     /// A stale read decides the write.
@@ -138,8 +158,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
-    // One finding per stale read: later writes from the same read are the same bug.
-    let mut reported: Vec<u32> = Vec::new();
+    let mut reported = Reported::default();
     for w in 0..cx.body.events.len() as u32 {
         let Some(write) = candidate(cx, w) else {
             continue;
@@ -197,6 +216,14 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
         at: w,
         effect: write,
     })
+}
+
+/// The first test of the read at `r`, before the write at `w`, that looks at the value read and
+/// decides the write.
+fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
+    query::tests_of(cx.body, r)
+        .into_iter()
+        .find(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
 }
 
 /// Does the condition at `c` look at the value read at `r` itself? Not when the read value only

@@ -1,7 +1,7 @@
 //! The shape with a lock or transaction: the state was read and tested before the lock was
 //! taken (or the transaction begun) and is not read again under it.
 
-use super::{Verdict, Write, decides, tests_read};
+use super::{Reported, Verdict, Write, deciding_check};
 use crate::effects::EffectKind;
 use crate::facts::BodyId;
 use crate::ir::EventKind;
@@ -10,7 +10,7 @@ use crate::rules::RuleCx;
 
 /// Judges a write under a lock, a transaction or a temporary guard against every read before
 /// the protection.
-pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>) -> Verdict {
+pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported) -> Verdict {
     let (w, effect) = (write.at, write.effect);
     let st = cx.state(w);
     let temp = effect.temporary();
@@ -60,20 +60,15 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>)
             {
                 continue;
             }
-            let tests = query::tests_of(cx.body, r);
-            let Some(&c) = tests
-                .iter()
-                .find(|&&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
-            else {
+            let Some(c) = deciding_check(cx, r, w) else {
                 continue;
             };
             if callee_retests(cx, w, r, effect.via) {
                 continue;
             }
-            if reported.contains(&r) {
+            if !reported.first(r) {
                 return Verdict::Reported;
             }
-            reported.push(r);
             let mut d = cx.diag(
                 &super::RULE,
                 w,

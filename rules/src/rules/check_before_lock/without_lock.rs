@@ -2,7 +2,7 @@
 //! of it tested, and the row written back by key with a value computed from the read (a lost
 //! update).
 
-use super::{Verdict, Write, tests_read};
+use super::{Reported, Verdict, Write, tests_read};
 use crate::apis::MANY_ROWS_STEPS;
 use crate::diagnostic::Diagnostic;
 use crate::effects::EffectKind;
@@ -11,7 +11,7 @@ use crate::query;
 use crate::rules::RuleCx;
 
 /// Judges a write with no lock, no transaction and no temporary guard.
-pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Vec<u32>) -> Verdict {
+pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported) -> Verdict {
     match unprotected(cx, write.at, write.effect, reported) {
         Some(d) => Verdict::Stale(Box::new(d)),
         None => Verdict::Clean,
@@ -24,14 +24,14 @@ pub(super) fn unprotected(
     cx: &RuleCx<'_>,
     w: u32,
     write: &crate::effects::Effect,
-    reported_reads: &mut Vec<u32>,
+    reported: &mut Reported,
 ) -> Option<Diagnostic> {
     if write.in_memory || write.insert || write.delete || write.token || write.table.is_none() {
         return None;
     }
     let wtable = write.table.as_deref();
     for r in (0..w).rev() {
-        if cx.detached(r) || reported_reads.contains(&r) {
+        if cx.detached(r) || reported.contains(r) {
             continue;
         }
         let Some(read) = cx.eff(r, EffectKind::Read) else {
@@ -69,7 +69,7 @@ pub(super) fn unprotected(
         }) {
             return None;
         }
-        reported_reads.push(r);
+        reported.first(r);
         let mut d = cx.diag(
             &super::RULE,
             w,
