@@ -197,6 +197,24 @@ pub(crate) const COLUMN_TESTS: &[&str] = &[
 /// Methods whose result is a prepared statement (its SQL is the local's).
 pub(crate) const PREPARE_STEPS: &[&str] = &["prepare", "prepare_cached", "prepare_typed"];
 
+/// Methods that append text to a string holding SQL (`query.push_str(" FOR UPDATE")`).
+pub(crate) const SQL_APPEND_STEPS: &[&str] = &["push_str", "push"];
+
+/// Methods whose result is their receiver's value (`Status::Paid.to_string()`).
+pub(crate) const VALUE_PASSTHROUGH_STEPS: &[&str] = &[
+    "to_string",
+    "to_owned",
+    "into",
+    "as_str",
+    "as_ref",
+    "clone",
+    "to_value",
+];
+
+/// Functions that wrap one value as it is (`Value::from(x)`, sea-orm's `Expr::value(x)`; any
+/// `Type(x)` or `Variant(x)` does too).
+pub(crate) const VALUE_WRAPPER_FNS: &[&str] = &["from", "value"];
+
 /// Methods that keep their receiver's text (`"UPDATE ..".to_string()`).
 pub(crate) const TEXT_PASSTHROUGH_STEPS: &[&str] =
     &["to_string", "to_owned", "into", "as_str", "replace"];
@@ -439,6 +457,12 @@ pub(crate) const DIESEL_STATEMENT_STEPS: &[&str] = &[
     "set",
     "values",
 ];
+
+/// diesel's assignment step (`.set(status.eq(..))`).
+pub(crate) const DIESEL_SET_STEPS: &[&str] = &["set"];
+
+/// sea-orm's assignment steps (`.col_expr(Column::Status, Expr::value(..))`, `.set(model)`).
+pub(crate) const SEA_ORM_SET_STEPS: &[&str] = &["col_expr"];
 
 /// diesel's filter steps.
 pub(crate) const DIESEL_FILTER_STEPS: &[&str] = &["filter", "or_filter"];

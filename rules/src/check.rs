@@ -51,6 +51,14 @@ pub(crate) fn analyse<'a>(
     }
 }
 
+/// A file of test or bench targets (a `tests/` or `benches/` folder): it runs alone against
+/// throw-away state, like `#[test]` code, so no rule is checked in it (its bodies still count
+/// for summaries).
+fn is_test_file(path: &str) -> bool {
+    path.split(['/', '\\'])
+        .any(|c| c == "tests" || c == "benches")
+}
+
 /// Runs every enabled rule over the lowered files of one crate or workspace: parse errors,
 /// then each body's findings from the rules that apply to it, with suppressions applied (and
 /// unused ones reported), sorted by file and position.
@@ -92,8 +100,12 @@ fn run_with(
             effects: &a.effects,
             sites: &a.sites,
             summaries: &a.summaries,
+            reapers: Default::default(),
         };
         let found = par_map(&a.ids, threads, |id| {
+            if is_test_file(krate.paths[id.file as usize]) {
+                return Vec::new();
+            }
             let cx = RuleCx::new(&krate, *id);
             let mut found = Vec::new();
             for rule in &rules {
@@ -154,7 +166,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
             for e in view.at(i) {
                 let _ = writeln!(
                     out,
-                    "  {i} {:?} t={:?} lk={} cond={} idg={} del={} mem={} ins={} purge={} tok={} where={:?} what={:?} tx={:?} guard={:?} delayed={} sql={:?} lockclaim={} conf={} via={:?} pay={:?} pty={:?} det={}",
+                    "  {i} {:?} t={:?} lk={} cond={} idg={} del={} mem={} ins={} purge={} tok={} where={:?} sets={:?} what={:?} tx={:?} guard={:?} delayed={} sql={:?} lockclaim={} conf={} via={:?} pay={:?} pty={:?} det={}",
                     e.kind,
                     e.table.as_deref(),
                     e.locking,
@@ -166,6 +178,10 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
                     e.purge,
                     e.token,
                     e.where_cols.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+                    e.sets
+                        .iter()
+                        .map(|s| format!("{}={:?}", s.column, s.value))
+                        .collect::<Vec<_>>(),
                     e.what,
                     e.tx_local.as_deref(),
                     e.guard,

@@ -45,6 +45,25 @@ pub(crate) enum GuardUse {
     TemporaryMethod,
 }
 
+/// A column (or model field, or hash field) a write sets, and its value when it is visible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Assigned {
+    /// Lowercase, unqualified (`status`, `locked_until`).
+    pub column: Name,
+    pub value: AssignedValue,
+}
+
+/// What a write sets a column to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AssignedValue {
+    /// A literal or a constant, as written: `paid`, `PROCESSING`, `JobStatus::Running`, `true`.
+    Const(Name),
+    /// The current time.
+    Now,
+    /// Something the analysis does not see (a bound local, an expression).
+    Unknown,
+}
+
 /// One classified effect of an event.
 #[derive(Debug, Clone)]
 pub(crate) struct Effect {
@@ -66,6 +85,13 @@ pub(crate) struct Effect {
     pub purge: bool,
     /// The columns a write's filter compares (SQL and ORM filters).
     pub where_cols: Box<[Name]>,
+    /// What a write sets (SQL `SET` / `INSERT` values, diesel `.set(..)`, sea-orm model fields).
+    pub sets: Box<[Assigned]>,
+    /// The write picks its rows (a `WHERE`, a `find(id)`, a model's key); `false` for a
+    /// statement over the whole table.
+    pub filtered: bool,
+    /// What it writes expires on its own (a Redis `SET .. EX`, `set_ex`, `pset_ex`).
+    pub expires: bool,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
     /// The SQL statement's verb, when the effect was read from SQL text.
@@ -105,6 +131,9 @@ impl Effect {
             insert: false,
             purge: false,
             where_cols: Box::default(),
+            sets: Box::default(),
+            filtered: true,
+            expires: false,
             token: false,
             sql: None,
             lock_claim: false,
@@ -206,6 +235,12 @@ pub(crate) struct BodyEffects {
     pub callees: Sparse<BodyId>,
     /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
     pub tx_param: Option<Name>,
+    /// A method of a type that holds a transaction in a field (a repository over the caller's
+    /// transaction): its statements run in the caller's transaction.
+    pub tx_holder: bool,
+    /// A parameter that hands in a connection or an executor, not a pool (`&mut PgConnection`,
+    /// `impl PgExecutor<'_>`, `&impl ConnectionTrait`): the caller may have it in a transaction.
+    pub conn_param: bool,
     /// Per event, whether it runs detached from the body's flow (inside a spawned or delayed
     /// closure); empty when no event does (most bodies).
     detached: Box<[bool]>,
@@ -217,6 +252,8 @@ impl BodyEffects {
             direct,
             callees,
             tx_param,
+            tx_holder: false,
+            conn_param: false,
             detached: Box::default(),
         }
     }

@@ -12,7 +12,7 @@ pub use crate::sql::SqlInfo;
 /// Accessors for the rarer facts a type keeps in its optional `extra` box: a list reads as empty
 /// and an optional fact as `None` when there is no box.
 macro_rules! extra_facts {
-    (lists: $($list:ident: $item:ty),*; options: $($opt:ident: $ty:ty),*) => {
+    (lists: $($list:ident: $item:ty),*; options: $($opt:ident: $ty:ty),*; boxed: $($boxed:ident: $bty:ty),*) => {
         $(
             pub fn $list(&self) -> &[$item] {
                 self.extra.as_ref().map(|x| x.$list.as_slice()).unwrap_or(&[])
@@ -21,6 +21,11 @@ macro_rules! extra_facts {
         $(
             pub fn $opt(&self) -> Option<&$ty> {
                 self.extra.as_ref().and_then(|x| x.$opt.as_ref())
+            }
+        )*
+        $(
+            pub fn $boxed(&self) -> Option<&$bty> {
+                self.extra.as_ref().and_then(|x| x.$boxed.as_deref())
             }
         )*
     };
@@ -140,6 +145,9 @@ impl std::fmt::Display for BodyName<'_> {
 pub struct Assign {
     pub target: Name,
     pub deps: Box<[Name]>,
+    /// The value assigned, when it is a constant (see [`ArgExtra::value`]): `Set(Status::Paid)`
+    /// gives `Status::Paid`.
+    pub value: Option<Name>,
 }
 
 /// The payload of [`EventKind::Cond`]: the places and the call events a test reads.
@@ -166,7 +174,7 @@ pub struct BindExtra {
     /// Short string literals in the init (`format!("idem:{}", k)` gives `idem:{}`).
     pub strs: Vec<Name>,
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
-    pub sql: Option<SqlInfo>,
+    pub sql: Option<Box<SqlInfo>>,
     /// A struct literal in the init.
     pub lit: Option<StructLit>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
@@ -202,7 +210,8 @@ impl Bind {
 
     extra_facts! {
         lists: strs: Name;
-        options: ty: TypeRef, sql: SqlInfo, lit: StructLit
+        options: ty: TypeRef, lit: StructLit;
+        boxed: sql: SqlInfo
     }
 
     pub fn closure(&self) -> Option<u32> {
@@ -264,9 +273,17 @@ pub struct Arg {
 pub struct ArgExtra {
     /// Short string literals (also the literal of a `format!`).
     pub strs: Vec<Name>,
-    pub sql: Option<SqlInfo>,
+    pub sql: Option<Box<SqlInfo>>,
     /// Columns compared with `.eq(..)` & co. (diesel / sea-orm filters and `.set(..)`).
     pub eq_cols: Vec<Name>,
+    /// For each of `eq_cols`, the value of an `.eq(..)` that is a constant.
+    pub eq_values: Vec<Option<Name>>,
+    /// The argument's value when it is a constant: a string literal, an enum variant or const
+    /// path (`Status::Paid`, `PROCESSING`), through `&`, `.to_string()`, `Set(..)`, `Some(..)`.
+    pub value: Option<Name>,
+    /// For an array argument (`&[&"running", &id]`, tokio-postgres parameters), each element's
+    /// constant value; empty otherwise.
+    pub items: Vec<Option<Name>>,
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<Name>,
     pub lit: Option<StructLit>,
@@ -276,6 +293,8 @@ impl ArgExtra {
     pub fn is_empty(&self) -> bool {
         self.strs.is_empty()
             && self.sql.is_none()
+            && self.value.is_none()
+            && self.items.is_empty()
             && self.eq_cols.is_empty()
             && self.calls.is_empty()
             && self.lit.is_none()
@@ -284,8 +303,9 @@ impl ArgExtra {
 
 impl Arg {
     extra_facts! {
-        lists: strs: Name, eq_cols: Name, calls: Name;
-        options: sql: SqlInfo, lit: StructLit
+        lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;
+        options: lit: StructLit, value: Name;
+        boxed: sql: SqlInfo
     }
 }
 
@@ -294,6 +314,8 @@ impl Arg {
 pub struct StructLit {
     pub ty: Name,
     pub fields: Vec<Name>,
+    /// Each field's value when it is a constant (`status: Set(Status::Paid)`).
+    pub values: Vec<Option<Name>>,
 }
 
 impl Call {

@@ -22,6 +22,20 @@ pub enum SqlKind {
     Other,
 }
 
+/// What a statement sets a column to (`UPDATE .. SET col = ..`, `INSERT .. (col) VALUES (..)`,
+/// `ON CONFLICT .. DO UPDATE SET col = ..`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlValue {
+    /// A literal, as written without its quotes: `'paid'`, `TRUE`, `3`.
+    Literal(Name),
+    /// A placeholder as written (`$2`, `:state`, `@state`); the n-th `?` is `?n`.
+    Param(Name),
+    /// The current time: `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `unixepoch()`.
+    Now,
+    /// Anything else: an expression, another column, a sub-select.
+    Expr,
+}
+
 /// The facts the rules need about one SQL statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlInfo {
@@ -32,8 +46,14 @@ pub struct SqlInfo {
     pub locking: bool,
     /// Columns assigned by `UPDATE .. SET` (lowercase).
     pub set_cols: Vec<Name>,
+    /// Every column the statement assigns, with its value: `UPDATE .. SET`, an `INSERT`'s
+    /// columns and first row of values, and an upsert's `DO UPDATE SET`.
+    pub assigns: Vec<(Name, SqlValue)>,
     /// Columns compared in the WHERE clause (lowercase, unqualified).
     pub where_cols: Vec<Name>,
+    /// Columns compared in the WHERE clauses of the `WITH` queries before the statement's verb
+    /// (`WITH picked AS (SELECT .. WHERE status = $1 FOR UPDATE SKIP LOCKED) UPDATE ..`).
+    pub cte_where_cols: Vec<Name>,
     /// The statement has a WHERE clause (a `DELETE` without one empties the table).
     pub filtered: bool,
     /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
@@ -110,6 +130,7 @@ pub fn classify(text: &str) -> Option<SqlInfo> {
     };
     let dialect = PostgreSqlDialect {};
     let tokens = Tokenizer::new(&dialect, text).tokenize().ok()?;
+    let mut questions = 0;
     let toks: Vec<Tok> = tokens
         .into_iter()
         .filter_map(|t| match t {
@@ -130,10 +151,19 @@ pub fn classify(text: &str) -> Option<SqlInfo> {
             Token::Comma => Some(Tok::Comma),
             Token::Period => Some(Tok::Dot),
             Token::SemiColon => Some(Tok::Semi),
+            Token::SingleQuotedString(s) => Some(Tok::Str(s)),
+            Token::Number(n, _) => Some(Tok::Num(n)),
+            Token::Placeholder(p) => Some(Tok::Param(p)),
+            Token::Question => {
+                questions += 1;
+                Some(Tok::Param(format!("?{questions}")))
+            }
+            Token::Colon => Some(Tok::Sigil(':')),
+            Token::AtSign => Some(Tok::Sigil('@')),
             _ => Some(Tok::Other),
         })
         .collect();
-    Some(analyse(&toks))
+    Some(analyse(&named_params(toks)))
 }
 
 fn replace_format_holes(text: &str) -> String {
@@ -162,7 +192,32 @@ enum Tok {
     Comma,
     Dot,
     Semi,
+    /// A single-quoted string's text.
+    Str(String),
+    Num(String),
+    /// A placeholder: `$1`, the n-th `?` as `?n`, `:name`, `@name`.
+    Param(String),
+    /// `:` or `@` (folded into the next word as a named placeholder).
+    Sigil(char),
     Other,
+}
+
+/// `:name` and `@name` as one placeholder.
+fn named_params(toks: Vec<Tok>) -> Vec<Tok> {
+    let mut out = Vec::with_capacity(toks.len());
+    let mut it = toks.into_iter().peekable();
+    while let Some(t) = it.next() {
+        match (t, it.peek()) {
+            (Tok::Sigil(c), Some(Tok::Word(w, _))) => {
+                let param = Tok::Param(format!("{c}{w}"));
+                it.next();
+                out.push(param);
+            }
+            (Tok::Sigil(_), _) => out.push(Tok::Other),
+            (t, _) => out.push(t),
+        }
+    }
+    out
 }
 
 impl Tok {
@@ -202,7 +257,9 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         tables: Vec::new(),
         locking: false,
         set_cols: Vec::new(),
+        assigns: Vec::new(),
         where_cols: Vec::new(),
+        cte_where_cols: Vec::new(),
         filtered: false,
         on_conflict_nothing: false,
         returning: false,
@@ -282,10 +339,23 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             info.on_conflict_nothing = true;
         }
     }
-    // SET columns (UPDATE) and WHERE columns (UPDATE, DELETE, SELECT).
+    if info.kind == SqlKind::Insert {
+        insert_values(toks, start, &mut info.assigns);
+    }
+    // WHERE columns of the `WITH` queries before the verb.
+    let mut i = 0;
+    while i < start {
+        if toks[i].is_kw("where") {
+            i = where_columns(toks, i + 1, &mut info.cte_where_cols);
+            continue;
+        }
+        i += 1;
+    }
+    // SET columns (UPDATE, an upsert's DO UPDATE) and WHERE columns (UPDATE, DELETE, SELECT).
     let mut i = start;
     while i < toks.len() {
-        if toks[i].is_kw("set") && info.kind == SqlKind::Update {
+        if toks[i].is_kw("set") && matches!(info.kind, SqlKind::Update | SqlKind::Insert) {
+            let update = info.kind == SqlKind::Update;
             let mut j = i + 1;
             let mut expect_col = true;
             let mut depth = 0i32;
@@ -303,7 +373,13 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
                                 j += 1;
                                 continue;
                             }
-                            push_unique(&mut info.set_cols, w.clone());
+                            if update {
+                                push_unique(&mut info.set_cols, w.clone());
+                            }
+                            if toks.get(j + 1) == Some(&Tok::Cmp) {
+                                let value = value_at(toks, j + 2);
+                                info.assigns.push((Name::new(w), value));
+                            }
                             expect_col = false;
                         }
                     }
@@ -315,53 +391,158 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             continue;
         }
         if toks[i].is_kw("where") {
-            let mut j = i + 1;
-            let mut depth = 0i32;
-            while j < toks.len() {
-                match &toks[j] {
-                    Tok::Open => depth += 1,
-                    Tok::Close => {
-                        depth -= 1;
-                        if depth < 0 {
-                            break;
-                        }
-                    }
-                    Tok::Semi => break,
-                    Tok::Word(w, quoted) => {
-                        if depth == 0
-                            && !quoted
-                            && matches!(
-                                w.as_str(),
-                                "returning" | "order" | "limit" | "for" | "group" | "lock"
-                            )
-                        {
-                            break;
-                        }
-                        let next = toks.get(j + 1);
-                        let compared = matches!(next, Some(Tok::Cmp))
-                            || next.is_some_and(|t| {
-                                t.is_kw("in")
-                                    || t.is_kw("is")
-                                    || t.is_kw("like")
-                                    || t.is_kw("between")
-                                    || t.is_kw("not")
-                            });
-                        let prev_cmp = j > 0 && matches!(toks[j - 1], Tok::Cmp);
-                        let is_keyword = !quoted && SQL_WORDS.contains(&w.as_str());
-                        if compared && !is_keyword && !prev_cmp {
-                            push_unique(&mut info.where_cols, w.clone());
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            i = j;
+            i = where_columns(toks, i + 1, &mut info.where_cols);
             continue;
         }
         i += 1;
     }
     info
+}
+
+/// The columns compared in the `WHERE` clause that starts at `from`; returns where it ends.
+fn where_columns(toks: &[Tok], from: usize, out: &mut Vec<Name>) -> usize {
+    let mut j = from;
+    let mut depth = 0i32;
+    while j < toks.len() {
+        match &toks[j] {
+            Tok::Open => depth += 1,
+            Tok::Close => {
+                depth -= 1;
+                if depth < 0 {
+                    break;
+                }
+            }
+            Tok::Semi => break,
+            Tok::Word(w, quoted) => {
+                if depth == 0
+                    && !quoted
+                    && matches!(
+                        w.as_str(),
+                        "returning" | "order" | "limit" | "for" | "group" | "lock"
+                    )
+                {
+                    break;
+                }
+                let next = toks.get(j + 1);
+                let compared = matches!(next, Some(Tok::Cmp))
+                    || next.is_some_and(|t| {
+                        t.is_kw("in")
+                            || t.is_kw("is")
+                            || t.is_kw("like")
+                            || t.is_kw("between")
+                            || t.is_kw("not")
+                    });
+                let prev_cmp = j > 0 && matches!(toks[j - 1], Tok::Cmp);
+                let is_keyword = !quoted && SQL_WORDS.contains(&w.as_str());
+                if compared && !is_keyword && !prev_cmp {
+                    push_unique(out, w.clone());
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    j
+}
+
+/// The value that starts at `i` and runs to the next top-level comma or clause.
+fn value_at(toks: &[Tok], i: usize) -> SqlValue {
+    if i >= toks.len() {
+        return SqlValue::Expr;
+    }
+    let mut end = i;
+    let mut depth = 0i32;
+    while let Some(t) = toks.get(end) {
+        match t {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => break,
+            Tok::Close => depth -= 1,
+            Tok::Comma | Tok::Semi if depth == 0 => break,
+            Tok::Word(w, false) if depth == 0 && end > i && CLAUSE_END.contains(&w.as_str()) => {
+                break;
+            }
+            _ => {}
+        }
+        end += 1;
+    }
+    let value = &toks[i.min(end)..end];
+    // A trailing cast (`'x'::kind`, `$1::text`) keeps the value what it is.
+    let plain = |rest: &[Tok]| {
+        rest.iter()
+            .all(|t| matches!(t, Tok::Other | Tok::Dot | Tok::Word(..)))
+    };
+    match value {
+        [Tok::Str(s), rest @ ..] if plain(rest) => SqlValue::Literal(Name::new(s)),
+        [Tok::Num(n)] => SqlValue::Literal(Name::new(n)),
+        [Tok::Param(p), rest @ ..] if plain(rest) => SqlValue::Param(Name::new(p)),
+        [Tok::Word(w, false)] if matches!(w.as_str(), "true" | "false" | "null") => {
+            SqlValue::Literal(Name::new(w))
+        }
+        [Tok::Word(w, false), rest @ ..] if is_now(w, rest) => SqlValue::Now,
+        _ => SqlValue::Expr,
+    }
+}
+
+/// `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `unixepoch()` and the like, alone.
+fn is_now(word: &str, rest: &[Tok]) -> bool {
+    let call = matches!(rest, [Tok::Open, Tok::Close])
+        || matches!(rest, [Tok::Open, Tok::Str(s), Tok::Close] if s == "now");
+    match word {
+        "current_timestamp" | "localtimestamp" | "current_date" => rest.is_empty() || call,
+        "now"
+        | "unixepoch"
+        | "datetime"
+        | "getdate"
+        | "sysdate"
+        | "utc_timestamp"
+        | "clock_timestamp"
+        | "statement_timestamp"
+        | "transaction_timestamp" => call,
+        _ => false,
+    }
+}
+
+/// An `INSERT`'s columns paired with its first row of values.
+fn insert_values(toks: &[Tok], start: usize, out: &mut Vec<(Name, SqlValue)>) {
+    let Some(into) = toks[start..].iter().position(|t| t.is_kw("into")) else {
+        return;
+    };
+    let Some(open) = toks[start + into..].iter().position(|t| *t == Tok::Open) else {
+        return;
+    };
+    let open = start + into + open;
+    let Some(values) = toks[open..].iter().position(|t| t.is_kw("values")) else {
+        return;
+    };
+    let mut cols = Vec::new();
+    for t in &toks[open + 1..] {
+        match t {
+            Tok::Close => break,
+            Tok::Word(w, _) => cols.push(Name::new(w)),
+            _ => {}
+        }
+    }
+    let row = open + values + 1;
+    if toks.get(row) != Some(&Tok::Open) {
+        return;
+    }
+    let mut at = row + 1;
+    for col in cols {
+        out.push((col, value_at(toks, at)));
+        // To the next top-level comma of the row.
+        let mut depth = 0i32;
+        while let Some(t) = toks.get(at) {
+            match t {
+                Tok::Open => depth += 1,
+                Tok::Close if depth == 0 => return,
+                Tok::Close => depth -= 1,
+                Tok::Comma if depth == 0 => break,
+                _ => {}
+            }
+            at += 1;
+        }
+        at += 1;
+    }
 }
 
 const SQL_WORDS: &[&str] = &[
@@ -474,6 +655,80 @@ mod tests {
         assert_eq!(classify("BEGIN").unwrap().kind, SqlKind::Begin);
         assert_eq!(classify("commit").unwrap().kind, SqlKind::Commit);
         assert!(classify("hello world").is_none());
+    }
+
+    #[test]
+    fn assignments_with_their_values() {
+        let i = classify(
+            "UPDATE jobs SET status = 'running'::job_state, locked_by = $2, locked_until = now() + interval '5 minutes', tries = tries + 1, started_at = NOW() WHERE id = $1",
+        )
+        .unwrap();
+        assert_eq!(
+            i.assigns,
+            vec![
+                ("status".into(), SqlValue::Literal("running".into())),
+                ("locked_by".into(), SqlValue::Param("$2".into())),
+                ("locked_until".into(), SqlValue::Expr),
+                ("tries".into(), SqlValue::Expr),
+                ("started_at".into(), SqlValue::Now),
+            ]
+        );
+        let q = classify("update t set state = ?, owner = :me, x = @y where id = ?").unwrap();
+        assert_eq!(
+            q.assigns,
+            vec![
+                ("state".into(), SqlValue::Param("?1".into())),
+                ("owner".into(), SqlValue::Param(":me".into())),
+                ("x".into(), SqlValue::Param("@y".into())),
+            ]
+        );
+        assert_eq!(q.where_cols, vec!["id"]);
+        let ins = classify(
+            "INSERT INTO idempotency (key, state, created_at) VALUES ($1, 'PROCESSING', CURRENT_TIMESTAMP) ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+        )
+        .unwrap();
+        assert_eq!(
+            ins.assigns,
+            vec![
+                ("key".into(), SqlValue::Param("$1".into())),
+                ("state".into(), SqlValue::Literal("PROCESSING".into())),
+                ("created_at".into(), SqlValue::Now),
+                ("state".into(), SqlValue::Expr),
+            ]
+        );
+        assert!(ins.set_cols.is_empty(), "an upsert sets no UPDATE columns");
+    }
+
+    #[test]
+    fn cut_statements_do_not_panic() {
+        for text in [
+            "UPDATE t SET a =",
+            "UPDATE t SET a",
+            "INSERT INTO t (a, b) VALUES (",
+            "INSERT INTO t (a, b) VALUES",
+            "INSERT INTO t (a VALUES (1",
+            "UPDATE t SET a = (",
+            "UPDATE t SET a = 'x'::",
+        ] {
+            let _ = classify(text);
+        }
+        assert_eq!(
+            classify("UPDATE t SET a =").unwrap().assigns,
+            vec![("a".into(), SqlValue::Expr)]
+        );
+    }
+
+    #[test]
+    fn a_locking_cte_keeps_its_filter() {
+        let i = classify(
+            "WITH picked AS (SELECT id FROM jobs WHERE status = $1 AND run_at <= now() FOR UPDATE SKIP LOCKED)
+             UPDATE jobs j SET status = $2 FROM picked WHERE j.id = picked.id RETURNING j.id",
+        )
+        .unwrap();
+        assert_eq!(i.kind, SqlKind::Update);
+        assert!(i.locking);
+        assert_eq!(i.where_cols, vec!["id"]);
+        assert_eq!(i.cte_where_cols, vec!["status", "run_at"]);
     }
 
     #[test]

@@ -337,7 +337,7 @@ pub async fn ship_order(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
         return Ok(());
     }
     let mut tx = db.begin().await?;
-    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
+    sqlx::query("UPDATE orders SET shipped_at = now() WHERE id = $1")
         .bind(order_id)
         .execute(&mut *tx)
         .await?;

@@ -20,7 +20,8 @@ fn internal(err: sqlx::Error) -> StatusCode {
 }
 
 const START_ATTEMPT: &str = "UPDATE orders \
-     SET status = 'processing', payment_attempt_id = lower(hex(randomblob(8))) \
+     SET status = 'processing', payment_attempt_id = lower(hex(randomblob(8))), \
+         attempt_expires_at = datetime('now', '+5 minutes') \
      WHERE id = ? AND status IN ('pending', 'payment_failed') \
      RETURNING payment_attempt_id, amount_cents";
 

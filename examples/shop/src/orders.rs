@@ -117,7 +117,7 @@ pub async fn payment_callback(
     }
     let mut tx = app.db.begin().await.map_err(internal)?;
     sqlx::query("UPDATE orders SET status = 'paid', charge_id = ? WHERE id = ?")
-        //~^ check-before-lock
+        //~^ check-before-lock, unguarded-state-transition
         .bind(cb.charge_id)
         .bind(order_id)
         .execute(&mut *tx)

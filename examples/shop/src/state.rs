@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS orders (
     amount_cents INTEGER NOT NULL,
     status TEXT NOT NULL DEFAULT 'pending',
     payment_attempt_id TEXT,
+    attempt_expires_at TEXT,
     charge_id TEXT
 );
 CREATE TABLE IF NOT EXISTS voucher_tokens (

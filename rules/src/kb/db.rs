@@ -4,12 +4,13 @@
 use super::names::{is_operation_identity, is_token_name};
 use super::{Class, Classifier};
 use crate::apis::{
-    ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS,
+    ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS, DIESEL_SET_STEPS,
     DIESEL_STATEMENT_STEPS, DIESEL_WRITE_FNS, EXEC_STEPS, QUERY_FNS, SEA_ORM_EXEC_STEPS,
     SEA_ORM_FILTER_STEPS, SEA_ORM_FIND_FNS, SEA_ORM_READ_RUNS, SEA_ORM_ROW_LOCKS,
-    SEA_ORM_WRITE_FNS, TX_BEGIN_STEPS, TX_BUILDER_STEPS, TX_CLOSURE_STEPS, TX_END_STEPS,
+    SEA_ORM_SET_STEPS, SEA_ORM_WRITE_FNS, TX_BEGIN_STEPS, TX_BUILDER_STEPS, TX_CLOSURE_STEPS,
+    TX_END_STEPS,
 };
-use crate::effects::{Effect, EffectKind};
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 use crate::sql::{SqlInfo, SqlKind, is_plain_key};
@@ -98,7 +99,7 @@ pub(super) fn classify(
             || call.func_last().ends_with('!')
             || QUERY_FNS.contains(&call.func_last());
         if executes {
-            return Some(sql_eff(&sql, call));
+            return Some(sql_eff(&sql, call, cx));
         }
     }
 
@@ -145,6 +146,31 @@ pub(super) fn classify(
         e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.token = table.as_deref().is_some_and(is_token_name);
+        // `update(orders::table)` with no filter is the whole table; `update(orders.find(id))`,
+        // `update(&order)` pick rows.
+        e.filtered = !e.where_cols.is_empty()
+            || call.steps[0]
+                .args
+                .first()
+                .is_some_and(|a| a.ev.is_some() || a.mut_borrow || !a.eq_cols().is_empty())
+            || call.steps[0].args.first().is_some_and(|a| {
+                a.paths
+                    .first()
+                    .is_some_and(|p| !p.ends_with("table") && !p.contains("::"))
+            });
+        e.sets = call
+            .steps
+            .iter()
+            .filter(|s| DIESEL_SET_STEPS.contains(&s.name.as_str()))
+            .flat_map(|s| &s.args)
+            .flat_map(|a| a.eq_cols().iter().zip(a.eq_values()))
+            .map(|(col, value)| Assigned {
+                column: col.clone(),
+                value: value
+                    .clone()
+                    .map_or(AssignedValue::Unknown, AssignedValue::Const),
+            })
+            .collect();
         return Some(e);
     }
     // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
@@ -210,8 +236,25 @@ pub(super) fn classify(
             e.delete = flast.starts_with("delete");
             e.purge =
                 e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+            e.filtered = !where_cols.is_empty();
             e.where_cols = where_cols.into();
             e.token = is_token_name(&entity);
+            e.sets = call
+                .steps
+                .iter()
+                .filter(|s| SEA_ORM_SET_STEPS.contains(&s.name.as_str()))
+                .filter_map(|s| {
+                    let column = s.args.first()?.value()?;
+                    Some(Assigned {
+                        column: column_name(column),
+                        value: s
+                            .args
+                            .get(1)
+                            .and_then(|a| a.value())
+                            .map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone())),
+                    })
+                })
+                .collect();
             return Some(e);
         }
     }
@@ -243,9 +286,30 @@ pub(super) fn classify(
         .with_table(table);
         e.insert = head == "insert";
         e.delete = head == "delete";
+        e.sets = call
+            .recv
+            .first()
+            .and_then(|r| cx.model_sets.get(r))
+            .cloned()
+            .unwrap_or_default()
+            .into();
         return Some(e);
     }
     None
+}
+
+/// A column named by a path (`Column::Status`, `orders::status`): its last segment in
+/// snake_case.
+pub fn column_name(path: &str) -> Name {
+    let last = path.rsplit(':').next().unwrap_or(path);
+    let mut s = String::with_capacity(last.len() + 4);
+    for (i, c) in last.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            s.push('_');
+        }
+        s.push(c.to_ascii_lowercase());
+    }
+    Name::from(s)
 }
 
 /// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
@@ -280,7 +344,7 @@ pub fn normalize_table(t: &str) -> Name {
     Name::from(s)
 }
 
-fn sql_eff(sql: &SqlInfo, call: &Call) -> Effect {
+fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     let table = sql.table().map(normalize_table);
     let verb = match sql.kind {
         SqlKind::Select => "SELECT",
@@ -328,7 +392,15 @@ fn sql_eff(sql: &SqlInfo, call: &Call) -> Effect {
     e.where_cols = sql.where_cols.clone().into();
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
-    let _ = call;
+    e.sets = cx.sql_assignments(sql, call).into();
+    e.filtered = sql.filtered;
+    // `WITH picked AS (SELECT .. WHERE status = .. FOR UPDATE) UPDATE ..`: the rows written are
+    // the ones the locking query picked, by its filter.
+    if kind == EffectKind::Write && sql.locking && !sql.cte_where_cols.is_empty() {
+        let mut cols = e.where_cols.to_vec();
+        cols.extend(sql.cte_where_cols.iter().cloned());
+        e.where_cols = cols.into();
+    }
     e
 }
 

@@ -19,7 +19,7 @@ mod values;
 
 use crate::Knowledge;
 use crate::apis::MUTEX_LOCK_STEPS;
-use crate::effects::{BodyEffects, Effect, EffectKind, GuardUse, Sparse};
+use crate::effects::{Assigned, AssignedValue, BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, Call, EventKind, StructLit};
@@ -41,6 +41,9 @@ pub(crate) struct Classifier<'a> {
     pub guard_places: FxHashMap<Name, Name>,
     /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
     pub local_modules: FxHashMap<Name, Name>,
+    /// What has been assigned to a local's fields so far (`model.status = Set(..)`, the
+    /// struct literal it was made from): an ORM model's pending writes.
+    pub model_sets: FxHashMap<Name, Vec<Assigned>>,
     /// The classifying thread's type-class memo.
     pub memo: &'a types::Memo,
 }
@@ -77,6 +80,7 @@ pub fn classify_body(
         lit_locals: FxHashMap::default(),
         guard_places: FxHashMap::default(),
         local_modules: FxHashMap::default(),
+        model_sets: FxHashMap::default(),
         memo,
     };
     let mut tx_param = None;
@@ -93,6 +97,7 @@ pub fn classify_body(
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
             EventKind::Call(call) => {
+                cx.extend_sql_local(call);
                 let (effs, called) = cx.classify(call);
                 direct.set(i, effs);
                 callees.set(i, called);
@@ -160,6 +165,27 @@ pub fn classify_body(
                     if let Some(l) = b.lit() {
                         cx.lit_locals.insert(name.clone(), l.clone());
                     }
+                    // A new value: the fields it was made with, or nothing pending.
+                    let made = b.lit().map(|l| {
+                        l.fields
+                            .iter()
+                            .zip(&l.values)
+                            .map(|(f, v)| Assigned {
+                                column: f.clone(),
+                                value: v
+                                    .clone()
+                                    .map_or(AssignedValue::Unknown, AssignedValue::Const),
+                            })
+                            .collect()
+                    });
+                    match made {
+                        Some(sets) => {
+                            cx.model_sets.insert(name.clone(), sets);
+                        }
+                        None => {
+                            cx.model_sets.remove(name);
+                        }
+                    }
                 }
             }
             EventKind::Assign(a) => {
@@ -174,6 +200,20 @@ pub fn classify_body(
                     .with_table(cx.guard_places.get(root).cloned());
                     e.in_memory = true;
                     direct.push(i, e);
+                }
+                // `model.status = Set(Status::Paid)`: a pending field write of a model.
+                if let Some((local, field)) = target.split_once('.')
+                    && !field.contains('.')
+                {
+                    let sets = cx.model_sets.entry(Name::new(local)).or_default();
+                    sets.retain(|s| s.column != field);
+                    sets.push(Assigned {
+                        column: Name::new(field),
+                        value: a
+                            .value
+                            .clone()
+                            .map_or(AssignedValue::Unknown, AssignedValue::Const),
+                    });
                 }
             }
             _ => {}
@@ -223,6 +263,21 @@ pub fn classify_body(
     let detached = crate::query::detached(body, &direct);
     let mut out = BodyEffects::new(direct, callees, tx_param);
     out.set_detached(detached);
+    out.conn_param = body.params.iter().any(|(n, ty)| {
+        n != "self"
+            && types::hands_in_connection(ty)
+            && matches!(
+                types::class_of(ty, facts, file, memo),
+                Class::Db | Class::DbTx | Class::Unknown(_) | Class::Trait(_)
+            )
+    });
+    out.tx_holder = body.self_ty.as_deref().is_some_and(|t| {
+        facts.structs.get(t).is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|(_, ty)| types::class_of(ty, facts, file, memo) == Class::DbTx)
+        })
+    });
     out
 }
 

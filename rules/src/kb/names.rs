@@ -165,6 +165,259 @@ pub fn is_remote_name(name: &str) -> bool {
     })
 }
 
+/// Words that name a state column (`status`, `order_state`, `lifecycle_stage`).
+const STATE_WORDS: &[&str] = &["status", "state", "stage", "phase", "step", "lifecycle"];
+
+/// Lifecycle states as services name them.
+const LIFECYCLE_WORDS: &[&str] = &[
+    "pending",
+    "queued",
+    "scheduled",
+    "created",
+    "open",
+    "active",
+    "processing",
+    "running",
+    "started",
+    "claimed",
+    "locked",
+    "reserved",
+    "inflight",
+    "paid",
+    "unpaid",
+    "authorized",
+    "captured",
+    "settled",
+    "shipped",
+    "delivered",
+    "fulfilled",
+    "completed",
+    "complete",
+    "done",
+    "finished",
+    "succeeded",
+    "success",
+    "failed",
+    "failure",
+    "cancelled",
+    "canceled",
+    "expired",
+    "refunded",
+    "rejected",
+    "approved",
+    "confirmed",
+    "unconfirmed",
+    "verified",
+    "spent",
+    "unspent",
+    "retried",
+    "aborted",
+    "closed",
+    "archived",
+    "suspended",
+    "published",
+    "merged",
+    "issued",
+    "redeemed",
+];
+
+/// The value words of work in progress (`PROCESSING`, `InProgress`, `running`).
+const IN_PROGRESS: &[&str] = &[
+    "processing",
+    "inprogress",
+    "running",
+    "locked",
+    "claimed",
+    "executing",
+    "inflight",
+    "started",
+    "working",
+    "busy",
+];
+
+/// A column named like a state: `status`, `order_state`, `PaymentStatus` (the state word last:
+/// `status_code` is a number, not a state).
+pub fn is_state_column(name: &str) -> bool {
+    words(name.rsplit('.').next().unwrap_or(name))
+        .last()
+        .is_some_and(|w| STATE_WORDS.contains(&w.as_str()))
+}
+
+/// A value that names a lifecycle state: a constant of a state-named type (`OrderStatus::Paid`,
+/// `State::Spent`), or a lifecycle word (`'paid'`, `"PROCESSING"`, `JobStatus::InProgress`).
+pub fn is_state_value(value: &str) -> bool {
+    let mut segments = value.rsplit("::");
+    let last = segments.next().unwrap_or(value);
+    if segments.next().is_some_and(is_state_column) {
+        return true;
+    }
+    // A value, not a message: one identifier (`'paid'`, `IN_PROGRESS`), not `'Failed forever'`.
+    if !last
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+    {
+        return false;
+    }
+    let w: Vec<String> = words(last).collect();
+    !w.is_empty() && w.len() <= 2 && w.iter().any(|x| LIFECYCLE_WORDS.contains(&x.as_str()))
+        || is_in_progress_value(value)
+}
+
+/// A value that claims work as in progress: `PROCESSING`, `in_progress`, `JobState::Running`,
+/// `'locked'`.
+pub fn is_in_progress_value(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    let joined: String = words(last).collect();
+    IN_PROGRESS.contains(&joined.as_str())
+}
+
+/// An in-progress value that always means a claim (`PROCESSING`, `IN_PROGRESS`, `CLAIMED`,
+/// `LOCKED`), unlike `running` or `started`, which also describe a server or a deployment that
+/// is up.
+pub fn is_claim_word(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    let joined: String = words(last).collect();
+    matches!(
+        joined.as_str(),
+        "processing" | "inprogress" | "claimed" | "locked" | "inflight"
+    )
+}
+
+/// A table or type of units of work: jobs, tasks, builds, runs, steps, attempts, executions,
+/// operations, messages of a queue.
+pub fn is_work(name: &str) -> bool {
+    words(name).any(|w| {
+        matches!(
+            w.trim_end_matches('s'),
+            "job"
+                | "task"
+                | "work"
+                | "queue"
+                | "run"
+                | "build"
+                | "step"
+                | "execution"
+                | "attempt"
+                | "batch"
+                | "workflow"
+                | "operation"
+                | "message"
+                | "import"
+                | "export"
+                | "sync"
+                | "migration"
+                | "request"
+        )
+    })
+}
+
+/// A boolean column that claims a record while it is worked on: `locked`, `in_progress`,
+/// `is_processing`, `running`.
+pub fn is_progress_flag(column: &str) -> bool {
+    let joined: String = words(column).filter(|w| w != "is").collect();
+    IN_PROGRESS.contains(&joined.as_str())
+}
+
+/// A column that bounds a claim in time: `lease_expires_at`, `locked_until`, `visible_at`,
+/// `vt`, `heartbeat_at`, `deadline`, `expires_at`, `timeout_at`.
+pub fn is_expiry_column(column: &str) -> bool {
+    words(column).any(|w| {
+        matches!(
+            w.as_str(),
+            "lease"
+                | "leased"
+                | "until"
+                | "expire"
+                | "expires"
+                | "expiry"
+                | "expiration"
+                | "deadline"
+                | "heartbeat"
+                | "visible"
+                | "visibility"
+                | "vt"
+                | "timeout"
+                | "ttl"
+                | "keepalive"
+        )
+    })
+}
+
+/// A column that names who holds a claim: `owner`, `worker_id`, `locked_by`, `claimed_by`,
+/// `runner_id`, `instance_id`, `node`, or the claim's own id (`payment_attempt_id`,
+/// `lease_id`): a completion that compares it refuses an older holder.
+pub fn is_owner_column(column: &str) -> bool {
+    let w: Vec<String> = words(column).collect();
+    let claim_id = w.last().is_some_and(|x| x == "id")
+        && w.iter().any(|x| {
+            matches!(
+                x.as_str(),
+                "attempt" | "operation" | "execution" | "lease" | "claim" | "lock"
+            )
+        });
+    claim_id
+        || w.last().is_some_and(|x| x == "by")
+        || w.iter().any(|x| {
+            matches!(
+                x.as_str(),
+                "owner"
+                    | "worker"
+                    | "runner"
+                    | "instance"
+                    | "node"
+                    | "host"
+                    | "hostname"
+                    | "server"
+                    | "executor"
+                    | "consumer"
+                    | "holder"
+                    | "pid"
+                    | "agent"
+            )
+        })
+}
+
+/// A column that fences a write to one round of a record: a version, generation, revision,
+/// etag, epoch, fencing token, lease, owner, nonce, attempt or operation / reservation id.
+pub fn is_fencing_column(column: &str) -> bool {
+    words(column).any(|w| {
+        matches!(
+            w.as_str(),
+            "version"
+                | "generation"
+                | "gen"
+                | "revision"
+                | "rev"
+                | "etag"
+                | "epoch"
+                | "fence"
+                | "fencing"
+                | "lease"
+                | "owner"
+                | "token"
+                | "nonce"
+                | "attempt"
+                | "reservation"
+                | "operation"
+                | "op"
+                | "cas"
+                | "lock"
+                | "locked"
+        )
+    }) || is_owner_column(column)
+}
+
+/// A column holding a point in time: `updated_at`, `started_time`, `heartbeat`, `ts`.
+pub fn is_time_column(column: &str) -> bool {
+    let w: Vec<String> = words(column).collect();
+    w.last().is_some_and(|x| {
+        matches!(
+            x.as_str(),
+            "at" | "time" | "ts" | "timestamp" | "date" | "on" | "until" | "heartbeat"
+        )
+    }) || is_expiry_column(column)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +439,50 @@ mod tests {
         assert!(is_token_name("oneTimeTokens"));
         assert!(!is_token_name("order:{}"));
         assert!(!is_token_name("stock"));
+    }
+
+    #[test]
+    fn state_words() {
+        for (col, state) in [
+            ("status", true),
+            ("order_state", true),
+            ("PaymentStatus", true),
+            ("stated_amount", false),
+            ("response_status_code", false),
+            ("name", false),
+        ] {
+            assert_eq!(is_state_column(col), state, "{col}");
+        }
+        for (v, state) in [
+            ("paid", true),
+            ("PROCESSING", true),
+            ("OrderStatus::Cancelled", true),
+            ("State::Spent", true),
+            ("Kind::Admin", false),
+            ("hello world again", false),
+            ("Failed forever", false),
+            ("alice", false),
+        ] {
+            assert_eq!(is_state_value(v), state, "{v}");
+        }
+        for (v, busy) in [
+            ("IN_PROGRESS", true),
+            ("JobStatus::InProgress", true),
+            ("running", true),
+            ("pending", false),
+            ("Running::Later", false),
+        ] {
+            assert_eq!(is_in_progress_value(v), busy, "{v}");
+        }
+        assert!(is_progress_flag("is_locked") && is_progress_flag("in_progress"));
+        assert!(!is_progress_flag("locked_at"));
+        assert!(is_expiry_column("locked_until") && is_expiry_column("lease_expires_at"));
+        assert!(is_expiry_column("vt") && !is_expiry_column("updated_at"));
+        assert!(is_owner_column("locked_by") && is_owner_column("worker_id"));
+        assert!(!is_owner_column("user_id") && !is_owner_column("status"));
+        assert!(is_owner_column("payment_attempt_id") && !is_owner_column("attempts"));
+        assert!(!is_owner_column("attempt_count"));
+        assert!(is_time_column("updated_at") && !is_time_column("attempts"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::apis::{
     REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_READ_COMMANDS, REDIS_READ_METHODS,
     REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS, REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
 };
-use crate::effects::{Effect, EffectKind};
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
 
@@ -125,7 +125,50 @@ pub(super) fn classify(
         e.what = "acquires a redis lock".into();
         e.lock_claim = true;
     }
+    if kind == EffectKind::Write {
+        e.sets = assigned(step, name).into();
+        e.expires = matches!(name, "set_ex" | "pset_ex");
+    }
     Some(e)
+}
+
+/// What a write command sets: `hset(key, field, value)` the field, `set(key, value)` the key
+/// (named by its last word: `job:{}:state` sets `state`).
+fn assigned(step: &crate::ir::Step, name: &str) -> Vec<Assigned> {
+    let value = |i: usize| {
+        step.args
+            .get(i)
+            .and_then(|a| a.value())
+            .map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone()))
+    };
+    let key_word = || {
+        let key = step.args.first().and_then(|a| a.strs().first())?;
+        let word = key
+            .rsplit([':', '.', '/'])
+            .find(|w| !w.is_empty() && !w.contains('{'))?;
+        Some(Name::new(word))
+    };
+    match name {
+        "hset" => {
+            let Some(field) = step.args.get(1).and_then(|a| a.strs().first()) else {
+                return Vec::new();
+            };
+            vec![Assigned {
+                column: field.clone(),
+                value: value(2),
+            }]
+        }
+        "set" | "set_ex" | "pset_ex" => {
+            let Some(column) = key_word() else {
+                return Vec::new();
+            };
+            vec![Assigned {
+                column,
+                value: value(1),
+            }]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A key named as a lock (`lock:order:{}`, `seat_lock`).

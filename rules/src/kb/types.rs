@@ -208,3 +208,16 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     }
     Class::Unknown(name)
 }
+
+/// A parameter type that hands in a connection or an executor rather than a pool: the caller's
+/// transaction may be behind it (`&mut PgConnection`, `impl PgExecutor<'_>`,
+/// `&impl ConnectionTrait`, `&mut AsyncPgConnection`).
+pub fn hands_in_connection(ty: &[Name]) -> bool {
+    ty.iter().any(|t| {
+        let lower = last(t).to_ascii_lowercase();
+        let lower = lower.trim_start_matches("impl ").trim_start_matches("dyn ");
+        (lower.contains("executor") || lower.contains("connection") || lower.ends_with("conn"))
+            && !lower.contains("pool")
+            && lower != "databaseconnection"
+    })
+}

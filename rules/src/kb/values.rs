@@ -5,11 +5,12 @@
 use super::{Class, Classifier, has, types};
 use crate::apis::{
     CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS, REDIS_CONNECTION_STEPS,
+    SQL_APPEND_STEPS,
 };
-use crate::effects::{Effect, EffectKind};
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
 use crate::name::Name;
-use crate::sql::SqlInfo;
+use crate::sql::{SqlInfo, SqlValue};
 
 impl Classifier<'_> {
     /// The class of a place: `self`, `self.db`, `state.http`, a local.
@@ -179,6 +180,101 @@ impl Classifier<'_> {
             for (n, _) in fields.iter() {
                 if !e.payload.contains(n) {
                     e.payload.push(n.clone());
+                }
+            }
+        }
+    }
+
+    /// The columns a statement assigns, with the values bound to its placeholders where the
+    /// call shows them: `.bind(x)` steps and `query!` arguments in order (`$n`, the n-th `?`),
+    /// `.bind("name", x)` for `:name` / `@name`.
+    pub fn sql_assignments(&self, sql: &SqlInfo, call: &Call) -> Vec<Assigned> {
+        let mut positional: Vec<Option<&Name>> = Vec::new();
+        let mut named: Vec<(&Name, Option<&Name>)> = Vec::new();
+        for (i, step) in call.steps.iter().enumerate() {
+            if step.name == "bind" {
+                match step.args.as_slice() {
+                    [one] => positional.push(one.value()),
+                    [name, value] => {
+                        if let Some(n) = name.strs().first() {
+                            named.push((n, value.value()));
+                        }
+                    }
+                    _ => {}
+                }
+            } else if let Some(items) = step.args.iter().find(|a| !a.items().is_empty()) {
+                // tokio-postgres: `execute(sql, &[&a, &b])`.
+                positional.extend(items.items().iter().map(Option::as_ref));
+            } else if i == 0 && step.name.ends_with('!') {
+                // `query!("..", a, b)`, `query_as!(T, "..", a, b)`: the arguments after the SQL.
+                let sql_at = step.args.iter().position(|a| a.sql().is_some());
+                if let Some(at) = sql_at {
+                    positional.extend(step.args[at + 1..].iter().map(|a| a.value()));
+                }
+            }
+        }
+        sql.assigns
+            .iter()
+            .map(|(column, value)| {
+                let value = match value {
+                    SqlValue::Literal(l) => AssignedValue::Const(l.clone()),
+                    SqlValue::Now => AssignedValue::Now,
+                    SqlValue::Expr => AssignedValue::Unknown,
+                    SqlValue::Param(p) => {
+                        let bound = match p.strip_prefix(['$', '?']).map(str::parse::<usize>) {
+                            Some(Ok(n)) if n >= 1 => positional.get(n - 1).copied().flatten(),
+                            _ => named
+                                .iter()
+                                .find(|(n, _)| p.get(1..) == Some(n.as_str()))
+                                .and_then(|(_, v)| *v),
+                        };
+                        bound.map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone()))
+                    }
+                };
+                Assigned {
+                    column: column.clone(),
+                    value,
+                }
+            })
+            .collect()
+    }
+
+    /// `query.push_str(" AND status = $2 FOR UPDATE SKIP LOCKED")` on a local holding SQL: the
+    /// fragment's filter columns and row lock become the statement's.
+    pub fn extend_sql_local(&mut self, call: &Call) {
+        let ([local], [step]) = (call.recv.as_slice(), call.steps.as_slice()) else {
+            return;
+        };
+        if !SQL_APPEND_STEPS.contains(&step.name.as_str()) || !self.sql_locals.contains_key(local) {
+            return;
+        }
+        let Some(fragment) = step.args.first().and_then(|a| a.strs().first()) else {
+            return;
+        };
+        let lower = fragment.to_ascii_lowercase();
+        let Some(sql) = self.sql_locals.get_mut(local) else {
+            return;
+        };
+        if ["for update", "for no key update", "for share"]
+            .iter()
+            .any(|l| lower.contains(l))
+        {
+            sql.locking = true;
+        }
+        let tail = lower.trim_start();
+        let tail = tail
+            .strip_prefix("and ")
+            .or_else(|| tail.strip_prefix("or "))
+            .unwrap_or(tail);
+        let probe = if tail.starts_with("where ") {
+            format!("SELECT 1 FROM t {tail}")
+        } else {
+            format!("SELECT 1 FROM t WHERE {tail}")
+        };
+        if let Some(part) = crate::sql::classify(&probe) {
+            for c in part.where_cols {
+                if !sql.where_cols.contains(&c) {
+                    sql.where_cols.push(c);
                 }
             }
         }

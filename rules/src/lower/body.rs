@@ -121,7 +121,7 @@ impl BodyLowerer<'_, '_> {
                     // SQL text held by the local (a string, or a prepared statement), not the
                     // result of running it.
                     let sql = if holds_sql_text(&init.expr) {
-                        strs.iter().find_map(|s| sql::classify(s))
+                        strs.iter().find_map(|s| sql::classify(s)).map(Box::new)
                     } else {
                         None
                     };

@@ -5,7 +5,7 @@
 
 use super::body::{BodyLowerer, MAX_STR};
 use super::macros;
-use super::places::{paths, place_parts, strings, struct_lit};
+use super::places::{array_items, paths, place_parts, strings, struct_lit, value_text};
 use super::spans::{end_span, start_span};
 use super::{Seq, last_segment, segments};
 use crate::apis;
@@ -207,7 +207,7 @@ pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
         if x.sql.is_none()
             && let Some(info) = sql::classify(&s)
         {
-            x.sql = Some(info);
+            x.sql = Some(Box::new(info));
             continue;
         }
         if s.len() <= MAX_STR {
@@ -215,6 +215,8 @@ pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
         }
     }
     arg_scan(e, &mut x, 0);
+    x.value = value_text(e, false);
+    x.items = array_items(e);
     x.lit = struct_lit(e);
     if !x.is_empty() {
         a.extra = Some(Box::new(x));
@@ -257,6 +259,8 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                 && let Some(col) = place_parts(&m.receiver).and_then(|p| p.last().cloned())
             {
                 a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
+                let assigned = (name == "eq").then(|| m.args.first_item()).flatten();
+                a.eq_values.push(assigned.and_then(|v| value_text(v, true)));
             }
             arg_scan(&m.receiver, a, d);
             m.args.each().for_each(|x| arg_scan(x, a, d));
@@ -278,6 +282,8 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             arg_scan(&b.right, a, d);
         }
         Expr::Struct(s) => s.fields.each().for_each(|f| arg_scan(&f.expr, a, d)),
+        Expr::Tuple(t) => t.elems.each().for_each(|x| arg_scan(x, a, d)),
+        Expr::Array(t) => t.elems.each().for_each(|x| arg_scan(x, a, d)),
         _ => {}
     }
 }

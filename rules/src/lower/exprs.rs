@@ -5,7 +5,7 @@
 use super::body::BodyLowerer;
 use super::macros;
 use super::pat_names;
-use super::places::{paths, place};
+use super::places::{paths, place, value_text};
 use super::spans::{end_span, first_pat_span, first_span, start_span};
 use super::{Seq, last_segment};
 use crate::apis;
@@ -144,6 +144,7 @@ impl BodyLowerer<'_, '_> {
                         EventKind::Assign(Box::new(Assign {
                             target,
                             deps: deps.into(),
+                            value: value_text(&a.right, true),
                         })),
                     );
                 }
@@ -161,6 +162,7 @@ impl BodyLowerer<'_, '_> {
                             EventKind::Assign(Box::new(Assign {
                                 target,
                                 deps: deps.into(),
+                                value: None,
                             })),
                         );
                     }

@@ -3,6 +3,7 @@
 
 use super::Seq;
 use super::macros;
+use crate::apis;
 use crate::ir::StructLit;
 use crate::name::Name;
 use syn::{Block, Expr, Member, Stmt};
@@ -255,13 +256,9 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
 pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
     match e {
         Expr::Struct(s) => Some(StructLit {
-            ty: s
-                .path
-                .segments
-                .last()
-                .map(|x| Name::display(&x.ident))
-                .unwrap_or_default(),
+            ty: super::last_segment(&s.path),
             fields: s.fields.each().map(|f| member(&f.member)).collect(),
+            values: s.fields.each().map(|f| value_text(&f.expr, true)).collect(),
         }),
         Expr::Call(c) => c.args.each().find_map(struct_lit),
         Expr::MethodCall(m) => {
@@ -272,5 +269,76 @@ pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
         Expr::Await(a) => struct_lit(&a.base),
         Expr::Try(t) => struct_lit(&t.expr),
         _ => None,
+    }
+}
+
+/// The value of an expression when it is a constant: a short string literal, an enum variant or
+/// a const (`Status::Paid`, `PROCESSING`, `job_state::RUNNING`), seen through `&`, parentheses,
+/// casts, conversions (`.to_string()`, `.into()`, `.as_str()`) and one-argument wrappers
+/// (`Set(..)`, `Some(..)`, `Value::from(..)`). Booleans and numbers count only with `scalars`
+/// (an assignment's value; as an argument they are too common to keep).
+pub(super) fn value_text(e: &Expr, scalars: bool) -> Option<Name> {
+    match e {
+        Expr::Lit(l) => match &l.lit {
+            syn::Lit::Str(s) => {
+                let v = s.value();
+                (v.len() <= 48).then(|| Name::from(v))
+            }
+            syn::Lit::Bool(b) if scalars => Some(Name::new(if b.value { "true" } else { "false" })),
+            syn::Lit::Int(i) if scalars => Some(Name::new(i.base10_digits())),
+            _ => None,
+        },
+        Expr::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last_item()?;
+            let text = last.ident.to_string();
+            let constant = text.chars().next().is_some_and(char::is_uppercase)
+                && (p.path.segments.len() > 1 || text.chars().all(|c| !c.is_lowercase()));
+            constant.then(|| Name::join(&super::segments(&p.path).collect::<Vec<_>>(), "::"))
+        }
+        Expr::Reference(r) => value_text(&r.expr, scalars),
+        Expr::Paren(p) => value_text(&p.expr, scalars),
+        Expr::Group(g) => value_text(&g.expr, scalars),
+        Expr::Cast(c) => value_text(&c.expr, scalars),
+        Expr::MethodCall(m)
+            if m.args.is_empty()
+                && apis::VALUE_PASSTHROUGH_STEPS.contains(&Name::display(&m.method).as_str()) =>
+        {
+            value_text(&m.receiver, scalars)
+        }
+        Expr::Call(c) if c.args.len() == 1 => {
+            let Expr::Path(f) = &*c.func else {
+                return None;
+            };
+            let wrapper = f.path.segments.last_item().is_some_and(|s| {
+                s.ident
+                    .to_string()
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_uppercase)
+                    || apis::VALUE_WRAPPER_FNS.iter().any(|w| s.ident == w)
+            });
+            wrapper
+                .then(|| c.args.first_item())
+                .flatten()
+                .and_then(|a| value_text(a, scalars))
+        }
+        _ => None,
+    }
+}
+
+/// The constant value of each element of an array argument (`&[&"running", &id]`), when one of
+/// them is a constant.
+pub(super) fn array_items(e: &Expr) -> Vec<Option<Name>> {
+    match e {
+        Expr::Reference(r) => array_items(&r.expr),
+        Expr::Array(a) => {
+            let items: Vec<Option<Name>> = a.elems.each().map(|x| value_text(x, true)).collect();
+            if items.iter().any(Option::is_some) {
+                items
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
     }
 }

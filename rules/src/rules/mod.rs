@@ -5,14 +5,18 @@
 //! its `fixtures/<rule>/` folder and its generated doc page.
 
 use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 use crate::diagnostic::{Diagnostic, Label, Position, Span};
 use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::ir::{Body, EventKind, Region, Sp};
+use crate::kb::names::is_time_column;
+use crate::name::Name;
 use crate::parse::Lines;
 use crate::query::{self, State};
 use crate::registry::RuleMeta;
+use crate::sql::is_plain_key;
 use crate::summary::Summary;
 
 /// A rule: what it is called and documents, when it may fire, and its check.
@@ -59,9 +63,11 @@ macro_rules! declare_rule {
 // gone; the order, the catalogue's, is kept. Do not edit between the markers by hand.
 // @generated begin
 mod check_before_lock;
+mod processing_without_lease;
 mod rpc_in_transaction;
 mod timeout_without_operation_id;
 mod token_deleted_before_effect;
+mod unguarded_state_transition;
 
 /// Every rule, in catalogue order.
 pub(crate) static ALL: &[&Rule] = &[
@@ -69,6 +75,8 @@ pub(crate) static ALL: &[&Rule] = &[
     &rpc_in_transaction::RULE,
     &token_deleted_before_effect::RULE,
     &timeout_without_operation_id::RULE,
+    &unguarded_state_transition::RULE,
+    &processing_without_lease::RULE,
 ];
 // @generated end
 
@@ -81,6 +89,9 @@ pub(crate) struct CrateView<'a> {
     pub effects: &'a PerBody<BodyEffects>,
     pub sites: &'a PerBody<CallSiteEffects>,
     pub summaries: &'a PerBody<Summary>,
+    /// `(table, column)` of every reaper statement in the crate (see [`CrateView::reaps`]),
+    /// found on first use.
+    pub reapers: OnceLock<Vec<(Name, Name)>>,
 }
 
 impl<'a> CrateView<'a> {
@@ -98,6 +109,36 @@ impl<'a> CrateView<'a> {
 
     pub fn summary(&self, id: BodyId) -> Option<&'a Summary> {
         self.summaries.get(&id)
+    }
+
+    /// Whether the crate has a reaper for claims of `column` in `table`: a statement that
+    /// updates or deletes rows of that table filtered on a time column (`heartbeat_at <
+    /// now() - ..`) and on no key, and on the claimed column or setting it.
+    pub fn reaps(&self, table: &str, column: &str) -> bool {
+        let reapers = self.reapers.get_or_init(|| {
+            let mut out = Vec::new();
+            for (id, _) in self.facts.all_bodies() {
+                for e in self.effects[&id].direct.all() {
+                    // A sweep over many rows by age: no key in the filter, a time in it.
+                    if e.kind != EffectKind::Write
+                        || e.insert
+                        || !e.where_cols.iter().any(|c| is_time_column(c))
+                        || e.where_cols.iter().any(|c| is_plain_key(c))
+                    {
+                        continue;
+                    }
+                    let Some(t) = &e.table else { continue };
+                    let cols = e.where_cols.iter().chain(e.sets.iter().map(|a| &a.column));
+                    for c in cols {
+                        out.push((t.clone(), c.clone()));
+                    }
+                }
+            }
+            out
+        });
+        reapers
+            .iter()
+            .any(|(t, c)| c == column && query::same_state(Some(t), Some(table)))
     }
 }
 

@@ -1,0 +1,250 @@
+//! `unguarded-state-transition`: a write of a record's state column whose filter holds only the
+//! key (no expected current state, version, owner or lease), with no row lock and state check
+//! before it in the same transaction.
+
+use super::RuleCx;
+use crate::diagnostic::Diagnostic;
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::kb::names::{is_fencing_column, is_state_column, is_state_value, is_time_column};
+use crate::query;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags an update of a record's state column — SQL `UPDATE .. SET status = ..`, diesel
+    /// `.set(status.eq(..))`, sea-orm `col_expr(Column::Status, ..)` or a model whose `status`
+    /// field is set, a Redis `HSET job:{id} state ..` — whose filter holds only the record's key:
+    /// no expected current state, no version, generation, owner or lease. A column is a state
+    /// column when it is named like one (status, state, stage, phase, step, lifecycle) or is
+    /// assigned an enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`).
+    ///
+    /// It stays silent when the filter also tests the state (or a version, owner, lease or
+    /// token, or a timestamp), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
+    /// same transaction and its state checked after that (in code or in the `SELECT`'s own
+    /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state, for inserts and
+    /// upserts of new rows, for statements over the whole table, and under
+    /// `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
+    /// `tx` parameter, a repository holding the caller's transaction) is judged at the call
+    /// site, where the transaction and its reads are.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// A record's state is a state machine, and every transition must start from the state it
+    /// expects. An update by key alone moves the record from *whatever state it is in now*:
+    ///
+    /// ```text
+    /// t0  worker A reads job 7: status = running (its lease)
+    /// t1  A's lease expires; worker B takes job 7 over, finishes it: status = done
+    /// t2  A wakes up and fails: UPDATE jobs SET status = 'failed' WHERE id = 7
+    ///     <- a finished job is now failed, and will be retried
+    /// ```
+    ///
+    /// The same happens to a payment callback that marks a cancelled order paid, or to a refund
+    /// that lands after the order shipped.
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// sqlx::query("UPDATE jobs SET status = 'failed' WHERE id = $1")
+    ///     .bind(job_id)
+    ///     .execute(&pool)
+    ///     .await?;
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Make the transition a compare-and-set: put the state you expect (and, for a claimed
+    /// record, the owner or lease) in the `WHERE`, and check the rows affected — 0 means
+    /// another actor moved the record first:
+    ///
+    /// ```rust,ignore
+    /// let moved = sqlx::query(
+    ///     "UPDATE jobs SET status = 'failed' WHERE id = $1 AND status = 'running' AND owner = $2",
+    /// )
+    /// .bind(job_id)
+    /// .bind(worker_id)
+    /// .execute(&pool)
+    /// .await?;
+    /// if moved.rows_affected() == 0 {
+    ///     return Ok(Outcome::Stale);
+    /// }
+    /// ```
+    ///
+    /// Or lock the row first (`SELECT status .. FOR UPDATE`), check its state, then update it in
+    /// the same transaction. `#[staleguard::idempotent(..)]` completes its record this way
+    /// (`WHERE key = .. AND state = 'PROCESSING' AND owner = ..`), and
+    /// `#[staleguard::fenced(..)]` re-reads and verifies under the lock.
+    ///
+    /// ### Known problems
+    ///
+    /// Which columns are the key is not known without the schema: any filter column that is not
+    /// named like a state, a version, an owner, a lease or a time is taken for part of the key.
+    /// A guard kept outside the statement — a single writer, a queue that hands each record to
+    /// one consumer, a database trigger or constraint — is not seen. A write in a transaction
+    /// handed in by a caller outside the crate (a trait implemented for another crate) is not
+    /// judged. A state column named otherwise and assigned only bound values (`SET kind = $1`)
+    /// is not recognised.
+    pub(crate) static RULE = {
+        name: "unguarded-state-transition",
+        level: Warning,
+        summary: "state column updated by key alone, with no current-state / version / owner predicate",
+        applies: applies,
+        check: check,
+    };
+}
+
+/// A write of a state column.
+fn applies(cx: &RuleCx<'_>) -> bool {
+    cx.kinds().has(EffectKind::Write) && cx.effects().all().any(|e| moved_state(e).is_some())
+}
+
+/// The state column an update moves: a write that changes existing rows it picks, and sets a
+/// column named like a state or to a state-like value.
+fn moved_state(e: &Effect) -> Option<&Assigned> {
+    if e.kind != EffectKind::Write
+        || e.insert
+        || e.delete
+        || e.in_memory
+        || !e.filtered
+        || e.table.is_none()
+    {
+        return None;
+    }
+    e.sets.iter().find(|a| {
+        is_state_column(&a.column)
+            || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v))
+    })
+}
+
+/// The filter tests more than the key: the state, a version / owner / lease / token, a time.
+fn guarded_filter(e: &Effect, column: &str) -> bool {
+    e.where_cols
+        .iter()
+        .any(|c| c == column || is_state_column(c) || is_fencing_column(c) || is_time_column(c))
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    // `#[fenced]` re-reads and verifies under the lock; a transaction handed in is judged by
+    // the caller that holds it.
+    if cx.body.fenced || judged_by_callers(cx.effects().body) {
+        return;
+    }
+    for w in 0..cx.body.events.len() as u32 {
+        for e in cx.effs(w) {
+            let Some(state) = moved_state(e) else {
+                continue;
+            };
+            if guarded_filter(e, &state.column) {
+                continue;
+            }
+            // A write gained from a helper that runs on its own connection was judged in the
+            // helper.
+            if let Some(helper) = e.via
+                && !judged_by_callers(cx.krate.effects_of(helper).body)
+            {
+                continue;
+            }
+            if checked_under_lock(cx, w, e, &state.column) {
+                continue;
+            }
+            out.push(report(cx, w, e, state));
+        }
+    }
+}
+
+/// A body whose statements may run in its caller's transaction (a transaction, a connection
+/// or an executor handed in, or held by `self`) and that opens none of its own: its writes are
+/// judged at its call sites.
+fn judged_by_callers(effects: &crate::effects::BodyEffects) -> bool {
+    let opens_own = effects
+        .direct
+        .all()
+        .any(|e| matches!(e.kind, EffectKind::TxBegin | EffectKind::TxClosure));
+    (effects.tx_param.is_some() || effects.tx_holder || effects.conn_param) && !opens_own
+}
+
+/// Was the row's state checked under a lock before the write? A protection — the row read
+/// with `FOR UPDATE` in the same transaction, a lock still held, a compare-and-set whose result
+/// is tested earlier in the same transaction (a lock row: `UPDATE queue_lock SET locked = true
+/// WHERE locked = false`), a `SERIALIZABLE` transaction — and a read of the record under it
+/// whose state is tested (in code, or in the read's own `WHERE`). Or the transaction already
+/// holds the row: it inserted it, claimed it, or moved it with a compare-and-set.
+fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> bool {
+    let at_write = cx.state(w);
+    let Some(tx) = at_write.txs.last() else {
+        // Without a transaction only a lock held across the read and the write protects.
+        return (0..w).any(|r| {
+            let same_lock = cx.state(r).locks.iter().any(|l| at_write.locks.contains(l));
+            same_lock && state_read(cx, r, w, write, column)
+        });
+    };
+    let in_tx = |r: u32| cx.state(r).txs.contains(tx);
+    let same_row = |e: &Effect| query::same_state(e.table.as_deref(), write.table.as_deref());
+    let from = if tx.event == query::TX_PARAM {
+        0
+    } else {
+        tx.event
+    };
+    if query::serializable(cx.body, from, w) {
+        return (from..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column));
+    }
+    (from..w).filter(|&p| in_tx(p)).any(|p| {
+        cx.effs(p).any(|e| {
+            // The transaction holds the row already.
+            same_row(e)
+                && (e.kind == EffectKind::Claim
+                    || e.kind == EffectKind::Write && (e.insert || e.conditional))
+        }) || {
+            // A protection, then the state read under it.
+            let protects = cx.effs(p).any(|e| {
+                e.kind == EffectKind::Read && e.locking && same_row(e)
+                    || e.kind == EffectKind::Lock
+                    || e.kind == EffectKind::Claim && e.lock_claim
+                    || e.kind == EffectKind::Write
+                        && e.conditional
+                        && query::tests_of(cx.body, p)
+                            .into_iter()
+                            .any(|c| c >= p && c < w)
+            });
+            protects && (p..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column))
+        }
+    })
+}
+
+/// Is event `r` a read of the written record whose state is checked before `w`: in its own
+/// `WHERE`, or by a test of its result?
+fn state_read(cx: &RuleCx<'_>, r: u32, w: u32, write: &Effect, column: &str) -> bool {
+    cx.effs(r).any(|read| {
+        read.kind == EffectKind::Read
+            && query::same_state(read.table.as_deref(), write.table.as_deref())
+            && (read
+                .where_cols
+                .iter()
+                .any(|c| c == column || is_state_column(c))
+                || query::tests_of(cx.body, r)
+                    .into_iter()
+                    .any(|c| c > r && c < w))
+    })
+}
+
+fn report(cx: &RuleCx<'_>, w: u32, e: &Effect, state: &Assigned) -> Diagnostic {
+    let table = e.table.as_deref().unwrap_or("the record");
+    let column = &state.column;
+    let message = match e.via {
+        Some(helper) => format!(
+            "`{}` sets `{column}` of `{table}` with only the key in the filter",
+            cx.krate.body(helper).name()
+        ),
+        None => format!("`{column}` of `{table}` is set with only the key in the filter"),
+    };
+    let mut d = cx.diag(&RULE, w, message);
+    d.primary_label = Some(match e.via {
+        Some(_) => "called here, in a transaction with no row lock or state check".to_string(),
+        None => "no current state, version or owner in the filter".to_string(),
+    });
+    d.notes.extend(cx.chain_notes(e));
+    d.help = Some(format!(
+        "put the state you expect in the filter (`.. AND {column} = <expected>`, with the owner or lease for a claimed record) and check the rows affected, or lock the row (`SELECT .. FOR UPDATE`) and check its state first; `#[staleguard::idempotent(..)]` completes its record with this compare-and-set"
+    ));
+    d
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Measure staleguard on real code: recall on the labelled hazards, flagged clean look-alikes,
+and the precision of every finding in the trees (from the verdict file).
+
+The repositories come from local clones (`--mirrors`, one bare git directory per repository at
+`<mirrors>/<owner+name>/repo`, as the tool library's fetch leaves them), checked out at the commits
+of `repos.tsv` into `--work`. Nothing here needs the network, and nothing of theirs is kept in this
+repository: `repos.tsv` (what and which half), `labels.tsv` (coordinates, rule, label, reason) and
+`verdicts.tsv` (one verdict per finding) are the whole set.
+
+    tools/realcode/realcode.py --half tuning             # figures, the tuning half
+    tools/realcode/realcode.py --half tuning --misses    # and every missed hazard
+    tools/realcode/realcode.py --findings --untriaged    # findings with no verdict yet
+    tools/realcode/realcode.py --half heldout            # only once a change is done
+
+Held-out misses and findings are printed only with `--half heldout` and `--misses` /
+`--findings`: look at them after a change, never while making it.
+"""
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SLACK = 3  # lines a finding may sit outside a label's range and still match it
+
+
+def read_tsv(name):
+    path = os.path.join(HERE, name)
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    header = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            cells = line.split("\t")
+            if header is None:
+                header = cells
+                continue
+            if len(cells) != len(header):
+                sys.exit(f"{name}: a line with {len(cells)} fields, want {len(header)}: {line[:80]}")
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def checkout(repo, mirrors, work):
+    """The repository's tree at its commit, extracted once into `work`."""
+    dest = os.path.join(work, f"{repo['repo']}@{repo['commit'][:12]}")
+    if os.path.isdir(dest):
+        return dest
+    git_dir = os.path.join(mirrors, repo["repo"], "repo")
+    if not os.path.isdir(git_dir):
+        print(f"  {repo['repo']}: no local clone at {git_dir} (fetch it first); skipped")
+        return None
+    paths = repo["paths"].split()
+    tmp = dest + ".partial"
+    os.makedirs(tmp, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "archive", repo["commit"], "--", *paths],
+        stdout=subprocess.PIPE,
+    )
+    subprocess.run(["tar", "-x", "-C", tmp], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        sys.exit(f"{repo['repo']}: git archive failed")
+    os.rename(tmp, dest)
+    return dest
+
+
+def rust_lines(tree):
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = [d for d in dirnames if d not in ("target", ".git")]
+        for f in filenames:
+            if f.endswith(".rs"):
+                with open(os.path.join(dirpath, f), "rb") as fh:
+                    total += fh.read().count(b"\n")
+    return total
+
+
+def lint(binary, tree, select):
+    """Every finding in the tree, with paths relative to the tree."""
+    cmd = [binary, "--format", "json", "--exit-zero", "--jobs", "2"]
+    if select:
+        cmd += ["--select", ",".join(select)]
+    # A pinned toolchain that is not installed would stop `cargo metadata`.
+    env = dict(os.environ, RUSTUP_TOOLCHAIN=os.environ.get("RUSTUP_TOOLCHAIN", "stable"))
+    run = subprocess.run(cmd + ["."], cwd=tree, capture_output=True, text=True, env=env)
+    try:
+        report = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        print(f"  {tree}: no report (exit {run.returncode}): {run.stderr.strip()[:300]}")
+        return []
+    out = []
+    for f in report["findings"]:
+        if f["rule"] in ("parse-error", "unused-suppression"):
+            continue
+        path = os.path.relpath(os.path.join(report["root"], f["file"]), tree)
+        # The places a cross-function finding names in its notes (`f` runs `UPDATE ..` at
+        # src/db.rs:146) point at the hazard too.
+        via = []
+        for note in f.get("notes") or []:
+            at = note.rsplit(" at ", 1)
+            if len(at) == 2 and ":" in at[1]:
+                p, _, line = at[1].rpartition(":")
+                if line.isdigit():
+                    via.append((os.path.relpath(os.path.join(report["root"], p), tree), int(line)))
+        out.append(
+            {
+                "rule": f["rule"],
+                "path": path,
+                "line": f["start"]["line"],
+                "via": via,
+                "function": f.get("function") or "-",
+                "message": f["message"],
+            }
+        )
+    return out
+
+
+def matches(label, finding):
+    """The finding reports the labelled place: at it, or through a call chain that ends there."""
+    if label["rule"] != finding["rule"]:
+        return False
+    lo, _, hi = label["lines"].partition("-")
+    lo, hi = int(lo), int(hi or lo)
+    places = [(finding["path"], finding["line"])] + finding.get("via", [])
+    return any(p == label["path"] and lo - SLACK <= line <= hi + SLACK for p, line in places)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "cargo-staleguard"))
+    ap.add_argument("--mirrors", default="/work/.mirror")
+    ap.add_argument("--work", default="/work/realcode-trees")
+    ap.add_argument("--half", choices=["tuning", "heldout", "all"], default="tuning")
+    ap.add_argument("--rules", default="", help="comma-separated rule ids (default: every rule)")
+    ap.add_argument("--repo", default="", help="only repositories whose name contains this")
+    ap.add_argument("--misses", action="store_true", help="print every missed hazard")
+    ap.add_argument("--findings", action="store_true", help="print every finding with its verdict")
+    ap.add_argument("--untriaged", action="store_true", help="with --findings: only those with no verdict")
+    args = ap.parse_args()
+    if not os.path.exists(args.bin):
+        sys.exit(f"{args.bin}: build it first (`cargo build --release`)")
+    select = [r for r in args.rules.split(",") if r]
+    repos = [r for r in read_tsv("repos.tsv") if args.half in ("all", r["half"]) and args.repo in r["repo"]]
+    labels = read_tsv("labels.tsv")
+    verdicts = {(v["repo"], v["rule"], v["path"], v["function"]): v for v in read_tsv("verdicts.tsv")}
+    os.makedirs(args.work, exist_ok=True)
+
+    recall = collections.defaultdict(lambda: [0, 0])  # (half, rule) -> [found, hazards]
+    clean = collections.defaultdict(lambda: [0, 0])  # (half, rule) -> [flagged, clean]
+    verdict_counts = collections.defaultdict(collections.Counter)  # (half, rule) -> verdicts
+    lines_by_half = collections.Counter()
+    misses, listed = [], []
+    for repo in repos:
+        tree = checkout(repo, args.mirrors, args.work)
+        if tree is None:
+            continue
+        half = repo["half"]
+        lines_by_half[half] += rust_lines(tree)
+        found = lint(args.bin, tree, select)
+        for label in labels:
+            if label["repo"] != repo["repo"] or select and label["rule"] not in select:
+                continue
+            hit = any(matches(label, f) for f in found)
+            if label["label"] == "hazard":
+                recall[half, label["rule"]][1] += 1
+                recall[half, label["rule"]][0] += hit
+                if not hit:
+                    misses.append((half, label))
+            elif label["label"] == "clean":
+                clean[half, label["rule"]][1] += 1
+                clean[half, label["rule"]][0] += hit
+        for f in found:
+            key = (repo["repo"], f["rule"], f["path"], f["function"])
+            v = verdicts.get(key)
+            verdict = v["verdict"] if v else None
+            if verdict is None:
+                for label in labels:
+                    if label["repo"] == repo["repo"] and matches(label, f):
+                        verdict = {"hazard": "true", "clean": "false", "debatable": "debatable"}[label["label"]]
+                        break
+            verdict = verdict or "untriaged"
+            verdict_counts[half, f["rule"]][verdict] += 1
+            listed.append((half, repo["repo"], f, verdict, v["reason"] if v else ""))
+
+    rules = sorted({r for _, r in list(recall) + list(clean) + list(verdict_counts)})
+    for half in ("tuning", "heldout"):
+        if half not in lines_by_half:
+            continue
+        kloc = lines_by_half[half] / 100_000
+        print(f"\n## {half}: {sum(1 for r in repos if r['half'] == half)} repositories, {lines_by_half[half]:,} lines")
+        print("| rule | recall | clean flagged | findings | true | debatable | false | untriaged | precision | false / 100k lines |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for rule in rules:
+            f, h = recall[half, rule]
+            cf, cn = clean[half, rule]
+            c = verdict_counts[half, rule]
+            n = sum(c.values())
+            prec = f"{c['true'] / n:.2f} ({(c['true'] + c['debatable']) / n:.2f})" if n else "-"
+            rec = f"{f}/{h}" if h else "-"
+            print(
+                f"| `{rule}` | {rec} | {cf}/{cn} | {n} | {c['true']} | {c['debatable']} | {c['false']} | "
+                f"{c['untriaged']} | {prec} | {c['false'] / kloc:.2f} |"
+            )
+    show_heldout = args.half == "heldout"
+    if args.misses:
+        print("\n## missed hazards")
+        for half, label in misses:
+            if half == "heldout" and not show_heldout:
+                continue
+            print(f"- [{half}] {label['repo']} {label['path']}:{label['lines']} `{label['function']}` {label['rule']}: {label['reason']}")
+    if args.findings:
+        print("\n## findings")
+        for half, repo, f, verdict, reason in listed:
+            if half == "heldout" and not show_heldout or args.untriaged and verdict != "untriaged":
+                continue
+            print(f"- [{half}] {repo}\t{f['rule']}\t{f['path']}\t{f['function']}\t{f['line']}\t{verdict}\t{reason or f['message']}")
+
+
+if __name__ == "__main__":
+    main()
