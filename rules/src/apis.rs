@@ -143,6 +143,50 @@ pub(crate) const TEST_ATTRIBUTES: &[&str] = &["test", "rstest", "test_case"];
 pub(crate) const DIVERGING_MACROS: &[&str] =
     &["bail", "panic", "unreachable", "todo", "unimplemented"];
 
+/// Macros that end a branch with a failure (a branch that runs one fails).
+pub(crate) const FAILING_MACROS: &[&str] = &[
+    "bail",
+    "panic",
+    "unreachable",
+    "todo",
+    "unimplemented",
+    "anyhow",
+    "eyre",
+];
+
+/// HTTP error statuses, as `http::StatusCode` constants and as actix-web's `HttpResponse`
+/// builders: a branch answering one fails.
+pub(crate) const ERROR_STATUSES: &[&str] = &[
+    "BAD_REQUEST",
+    "UNAUTHORIZED",
+    "FORBIDDEN",
+    "NOT_FOUND",
+    "CONFLICT",
+    "GONE",
+    "PRECONDITION_FAILED",
+    "UNPROCESSABLE_ENTITY",
+    "LOCKED",
+    "TOO_MANY_REQUESTS",
+    "INTERNAL_SERVER_ERROR",
+    "BAD_GATEWAY",
+    "SERVICE_UNAVAILABLE",
+    "GATEWAY_TIMEOUT",
+    "BadRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "Gone",
+    "PreconditionFailed",
+    "UnprocessableEntity",
+    "Locked",
+    "TooManyRequests",
+    "InternalServerError",
+    "BadGateway",
+    "ServiceUnavailable",
+    "GatewayTimeout",
+];
+
 /// sqlx's query macros (`sqlx::query!("..", ..)`).
 pub(crate) const QUERY_MACROS: &[&str] = &[
     "query",
@@ -511,6 +555,14 @@ pub(crate) const ONE_ROW_STEPS: &[&str] = &[
 ];
 
 /// Steps that check a statement's result in the chain (`rows_affected()`, `ok_or(..)`).
+/// Methods that test a database error for a unique-key conflict.
+pub(crate) const UNIQUE_VIOLATION_CHECKS: &[&str] = &[
+    "is_unique_violation",
+    "is_unique_constraint_violation",
+    "is_duplicate_key",
+    "is_duplicate_entry",
+];
+
 pub(crate) const RESULT_CHECK_STEPS: &[&str] = &[
     "rows_affected",
     "ok_or",

@@ -101,6 +101,8 @@ fn run_with(
             sites: &a.sites,
             summaries: &a.summaries,
             reapers: Default::default(),
+            callers: Default::default(),
+            responses: Default::default(),
         };
         let found = par_map(&a.ids, threads, |id| {
             if is_test_file(krate.paths[id.file as usize]) {

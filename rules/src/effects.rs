@@ -94,6 +94,8 @@ pub(crate) struct Effect {
     pub expires: bool,
     /// Concerns an idempotency key / one-time token.
     pub token: bool,
+    /// In a key-value store (Redis): it takes effect at once, outside any SQL transaction.
+    pub kv: bool,
     /// The SQL statement's verb, when the effect was read from SQL text.
     pub sql: Option<SqlKind>,
     /// A claim that takes a lock (`SET lock:x NX`, an insert into a lock table): held until
@@ -135,6 +137,7 @@ impl Effect {
             filtered: true,
             expires: false,
             token: false,
+            kv: false,
             sql: None,
             lock_claim: false,
             configured: false,

@@ -150,11 +150,51 @@ pub struct Assign {
     pub value: Option<Name>,
 }
 
-/// The payload of [`EventKind::Cond`]: the places and the call events a test reads.
+/// The payload of [`EventKind::Cond`]: the places and the call events a test reads, and what it
+/// compares them with.
 #[derive(Debug, Clone)]
 pub struct Test {
     pub deps: Box<[Name]>,
     pub calls: Box<[u32]>,
+    pub role: TestRole,
+    /// The constants the test compares with or matches: string and integer literals, paths of
+    /// two or more segments and capitalised ones (`"23505"`, `0`, `SqlState::UNIQUE_VIOLATION`,
+    /// `None`), also in a `matches!` pattern (its last two segments: `SqlErr::UniqueConstraintViolation`).
+    pub values: Box<[Name]>,
+    /// The patterns tested, in the same form: one per arm for a `match` (in arm order), the
+    /// pattern of an `if let` / `let .. else` / `while let`.
+    pub pats: Box<[Box<[Name]>]>,
+    /// The test holds when what it tests is absent, false or zero: `!x`, `x == 0`, `n < 1`,
+    /// `x.is_none()`, `x.is_empty()` (a double negation cancels).
+    pub negated: bool,
+}
+
+/// Where a test sits, which says which branches follow it: an `if` is followed by its then
+/// branch and maybe an else branch, a `match` by its arms, a `let .. else` by its else branch;
+/// a guard opens the arm it is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestRole {
+    If,
+    Match,
+    Guard,
+    LetElse,
+    While,
+    /// A comparison anywhere (`Ok(changed == 1)`), an assertion.
+    Other,
+}
+
+impl Test {
+    /// A test of `deps` and `calls` with no constants or patterns.
+    pub fn plain(role: TestRole, deps: Vec<Name>, calls: Vec<u32>) -> Self {
+        Test {
+            deps: deps.into(),
+            calls: calls.into(),
+            role,
+            values: Box::default(),
+            pats: Box::default(),
+            negated: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -225,6 +265,9 @@ pub enum Region {
     /// function or loop (`return`, `?`-less `bail!`, `continue`, `panic!`).
     Branch {
         diverges: bool,
+        /// It ends in a failure: `Err(..)` as its value or returned, `bail!`, `panic!`, or an
+        /// HTTP error status (`StatusCode::CONFLICT`, `HttpResponse::InternalServerError()`).
+        fails: bool,
     },
     Loop,
     /// A closure or async block; `call` is the index of the call event it is an argument of.

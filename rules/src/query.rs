@@ -89,7 +89,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
             EventKind::Enter(r) => {
                 let saved = cur.clone();
                 match r {
-                    Region::Branch { diverges } => stack.push((saved, *diverges)),
+                    Region::Branch { diverges, .. } => stack.push((saved, *diverges)),
                     Region::Loop => stack.push((saved, false)),
                     Region::Closure { call } => {
                         stack.push((saved, true));

@@ -229,8 +229,22 @@ pub(super) fn classify(
             if flast == "delete_by_id" {
                 where_cols.push("id".into());
             }
-            let mut e = Effect::new(EffectKind::Write, format!("writes `{entity}` with sea-orm"))
+            // `Entity::insert(model).on_conflict(OnConflict::column(..).do_nothing())`: a claim.
+            let do_nothing = flast.starts_with("insert")
+                && call.steps.iter().flat_map(|s| &s.args).any(|a| {
+                    a.ev.is_some_and(|ev| {
+                        matches!(&cx.body.events.get(ev as usize).map(|e| &e.kind),
+                            Some(crate::ir::EventKind::Call(c)) if c.has_step("do_nothing"))
+                    })
+                });
+            let kind = if do_nothing {
+                EffectKind::Claim
+            } else {
+                EffectKind::Write
+            };
+            let mut e = Effect::new(kind, format!("writes `{entity}` with sea-orm"))
                 .with_table(Some(entity.clone()));
+            e.insert = flast.starts_with("insert");
             e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
             e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
             e.delete = flast.starts_with("delete");
@@ -255,6 +269,14 @@ pub(super) fn classify(
                     })
                 })
                 .collect();
+            // `Entity::insert(model)`: what the model was given.
+            if e.insert
+                && e.sets.is_empty()
+                && let Some(model) = call.steps[0].args.first().and_then(|a| a.paths.first())
+                && let Some(sets) = cx.model_sets.get(model)
+            {
+                e.sets = sets.clone().into();
+            }
             return Some(e);
         }
     }

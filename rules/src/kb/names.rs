@@ -418,9 +418,131 @@ pub fn is_time_column(column: &str) -> bool {
     }) || is_expiry_column(column)
 }
 
+/// Names an idempotency, request or dedup record — a table, entity, type or Redis key
+/// (`idempotency_keys`, `idem:{}`, `message_dedup`, `processed_events`, `inbox`,
+/// `api_requests`) — as opposed to a domain record that may happen to be unique.
+pub fn is_idempotency_record(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if lower.contains("idempot") || lower.contains("dedup") {
+        return true;
+    }
+    let w: Vec<String> = words(name)
+        .map(|w| w.trim_end_matches('s').to_string())
+        .collect();
+    let has = |x: &str| w.iter().any(|y| y == x);
+    has("idem")
+        || has("inbox")
+        // A record of handled deliveries: `processed_messages`, `handled_events`, `seen_webhooks`.
+        || ["processed", "handled", "seen", "consumed"].iter().any(|p| has(p))
+            && ["message", "msg", "event", "webhook", "delivery", "request", "callback", "notification", "update"]
+                .iter()
+                .any(|x| has(x))
+        // A log of requests, not a domain object requested (`friend_requests`).
+        || has("request")
+            && w.iter().all(|x| {
+                matches!(x.as_str(), "request" | "api" | "http" | "client" | "incoming" | "log" | "record")
+            })
+}
+
+/// A column holding the identity a duplicate repeats: an idempotency key, a request or
+/// operation id, a delivery id (`message_id` and `event_id` name domain records too often).
+pub fn is_request_key_column(column: &str) -> bool {
+    let lower = column.to_ascii_lowercase();
+    lower.contains("idempot")
+        || lower.contains("dedup")
+        || matches!(
+            lower.as_str(),
+            "idem_key"
+                | "request_id"
+                | "request_key"
+                | "operation_id"
+                | "delivery_id"
+                | "requestid"
+                | "operationid"
+        )
+}
+
+/// A column that stores the answer given to a request (`response_body`, `response_status`).
+pub fn is_response_column(column: &str) -> bool {
+    words(column).any(|w| w == "response")
+}
+
+/// A constant that names a unique-key conflict: an error kind (sqlx's and diesel's
+/// `UniqueViolation`, sea-orm's `UniqueConstraintViolation` and `RecordNotInserted`,
+/// tokio-postgres' `SqlState::UNIQUE_VIOLATION`) or a code (SQLSTATE 23505, MySQL 1062,
+/// SQLite 2067 and 1555).
+pub fn is_unique_violation_value(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    matches!(
+        last,
+        "UniqueViolation"
+            | "UNIQUE_VIOLATION"
+            | "UniqueConstraintViolation"
+            | "RecordNotInserted"
+            | "DuplicateKey"
+            | "ER_DUP_ENTRY"
+            | "23505"
+            | "1062"
+            | "2067"
+            | "1555"
+    )
+}
+
+/// A crate's own error variant saying the record exists (`StoreError::AlreadyExists`,
+/// `Error::Duplicate`, `Conflict`): how a helper hands a unique violation to its callers.
+pub fn is_conflict_variant(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    last.starts_with("Already")
+        || last.starts_with("Duplicate")
+        || last.ends_with("Exists")
+        || last == "Conflict"
+        || is_unique_violation_value(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idempotency_records_and_their_keys() {
+        for t in [
+            "idempotency_keys",
+            "idem:{}",
+            "message_dedup",
+            "processed_events",
+            "inbox",
+            "api_request",
+            "requests",
+            "dedup:capture:{}",
+            "ProcessedMessage",
+        ] {
+            assert!(is_idempotency_record(t), "{t}");
+        }
+        for t in [
+            "users",
+            "friend_requests",
+            "benchmark_request",
+            "processed_log_files",
+            "events",
+            "coupons",
+            "lock:index:{}",
+        ] {
+            assert!(!is_idempotency_record(t), "{t}");
+        }
+        assert!(is_request_key_column("idempotency_key") && is_request_key_column("request_id"));
+        assert!(!is_request_key_column("message_id") && !is_request_key_column("email"));
+        assert!(
+            is_unique_violation_value("SqlState::UNIQUE_VIOLATION")
+                && is_unique_violation_value("23505")
+        );
+        assert!(
+            !is_unique_violation_value("Some") && !is_unique_violation_value("ForeignKeyViolation")
+        );
+        assert!(
+            is_conflict_variant("StoreError::AlreadyExists") && is_conflict_variant("Duplicate")
+        );
+        assert!(!is_conflict_variant("StoreError::Db"));
+    }
 
     #[test]
     fn identity_words() {

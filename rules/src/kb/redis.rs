@@ -26,6 +26,7 @@ pub(super) fn classify(
             .any(|s| REDIS_SCRIPT_STEPS.contains(&s.name.as_str()))
     {
         let mut e = Effect::new(EffectKind::Claim, "runs a Lua script atomically");
+        e.kv = true;
         e.token = true;
         e.table = key_of(cx, call, 1);
         return Some(e);
@@ -69,6 +70,7 @@ pub(super) fn classify(
             return None;
         };
         let mut e = Effect::new(eff, format!("runs redis `{}`", names.join(" ")));
+        e.kv = true;
         e.delete = names.iter().any(|c| REDIS_DELETE_COMMANDS.contains(c));
         e.token = token;
         e.table = key;
@@ -118,6 +120,7 @@ pub(super) fn classify(
         }
     }
     let mut e = Effect::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
+    e.kv = true;
     e.delete = REDIS_DELETE_METHODS.contains(&name);
     e.table = key_of(cx, call, 0);
     e.token = e.table.as_deref().is_some_and(is_token_name);

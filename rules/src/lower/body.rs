@@ -6,9 +6,9 @@
 use super::places::{paths, strings, struct_lit};
 use super::spans::first_span;
 use super::types::type_ref;
-use super::{Seq, pat_names};
+use super::{Seq, conds, pat_names};
 use crate::apis;
-use crate::ir::{Bind, BindExtra, Event, EventKind, Region, Sp, Test};
+use crate::ir::{Bind, BindExtra, Event, EventKind, Region, Sp, Test, TestRole};
 use crate::name::Name;
 use crate::parse::LineIndex;
 use crate::sql;
@@ -56,20 +56,29 @@ impl BodyLowerer<'_, '_> {
     }
 
     /// Pushes the `Cond` for a test of `tested`, whose own events start at `start`, and returns
-    /// its index.
-    pub(super) fn test(&mut self, sp: Sp, start: usize, tested: &[&Expr]) -> u32 {
+    /// its index. `pats` are the patterns it matches (a `match`'s arms, an `if let`'s).
+    pub(super) fn test(
+        &mut self,
+        sp: Sp,
+        start: usize,
+        tested: &[&Expr],
+        role: TestRole,
+        pats: Vec<Box<[Name]>>,
+    ) -> u32 {
         let calls = self.calls_since(start);
         let mut deps = Vec::new();
+        let mut values = Vec::new();
         for e in tested {
             paths(e, &mut deps, 0);
+            if role != TestRole::Match {
+                conds::values(e, &mut values, 0);
+            }
         }
-        self.push(
-            sp,
-            EventKind::Cond(Box::new(Test {
-                deps: deps.into(),
-                calls: calls.into(),
-            })),
-        )
+        let mut t = Test::plain(role, deps, calls);
+        t.values = values.into();
+        t.pats = pats.into();
+        t.negated = matches!(tested, [e] if conds::negated(e));
+        self.push(sp, EventKind::Cond(Box::new(t)))
     }
 
     /// Binds `names` (an `if let` / `while let` / match arm pattern) to what the `Cond` at
@@ -134,14 +143,19 @@ impl BodyLowerer<'_, '_> {
                         ))
                     .then_some(start as u32);
                     if let Some((_, diverge)) = &init.diverge {
+                        let mut pat = Vec::new();
+                        conds::pattern(&l.pat, &mut pat, 0);
+                        let mut t = Test::plain(TestRole::LetElse, deps.clone(), calls.clone());
+                        t.pats = Box::new([pat.into()]);
+                        self.push(sp, EventKind::Cond(Box::new(t)));
+                        let fails = conds::fails(diverge);
                         self.push(
                             sp,
-                            EventKind::Cond(Box::new(Test {
-                                deps: (deps.clone()).into(),
-                                calls: (calls.clone()).into(),
-                            })),
+                            EventKind::Enter(Region::Branch {
+                                diverges: true,
+                                fails,
+                            }),
                         );
-                        self.push(sp, EventKind::Enter(Region::Branch { diverges: true }));
                         self.expr(diverge);
                         self.push(sp, EventKind::Leave);
                     }

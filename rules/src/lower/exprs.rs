@@ -7,9 +7,9 @@ use super::macros;
 use super::pat_names;
 use super::places::{paths, place, value_text};
 use super::spans::{end_span, first_pat_span, first_span, start_span};
-use super::{Seq, last_segment};
+use super::{Seq, conds, last_segment};
 use crate::apis;
-use crate::ir::{Assign, Bind, Event, EventKind, Region, Sp};
+use crate::ir::{Assign, Bind, Event, EventKind, Region, Sp, TestRole};
 use crate::name::Name;
 use crate::parse::MAX_DEPTH;
 use syn::{BinOp, Block, Expr, Pat, Stmt};
@@ -42,15 +42,29 @@ impl BodyLowerer<'_, '_> {
                 let mut let_pats = Vec::new();
                 self.cond_expr(&i.cond, &mut let_pats);
                 let sp = self.lines.sp(i.if_token.span, end_span(&i.cond));
-                let cond = self.test(sp, start, &[&i.cond]);
+                let cond = self.test(sp, start, &[&i.cond], TestRole::If, let_patterns(&i.cond));
                 let div = block_diverges(&i.then_branch);
-                self.push(sp, EventKind::Enter(Region::Branch { diverges: div }));
+                let fails = conds::block_fails(&i.then_branch);
+                self.push(
+                    sp,
+                    EventKind::Enter(Region::Branch {
+                        diverges: div,
+                        fails,
+                    }),
+                );
                 self.bind_tested(sp, cond, let_pats);
                 self.block(&i.then_branch);
                 self.push(sp, EventKind::Leave);
                 if let Some((_, els)) = &i.else_branch {
                     let div = expr_diverges(els);
-                    self.push(sp, EventKind::Enter(Region::Branch { diverges: div }));
+                    let fails = conds::fails(els);
+                    self.push(
+                        sp,
+                        EventKind::Enter(Region::Branch {
+                            diverges: div,
+                            fails,
+                        }),
+                    );
                     self.expr(els);
                     self.push(sp, EventKind::Leave);
                 }
@@ -59,7 +73,20 @@ impl BodyLowerer<'_, '_> {
                 let start = self.ev.len();
                 self.expr(&m.expr);
                 let sp = self.lines.sp(m.match_token.span, end_span(&m.expr));
-                let cond = self.test(sp, start, &[&m.expr]);
+                let arms = m
+                    .arms
+                    .iter()
+                    .map(|a| {
+                        let mut v = Vec::new();
+                        let pat = match &a.pat {
+                            Pat::Guard(g) => &*g.pat,
+                            p => p,
+                        };
+                        conds::pattern(pat, &mut v, 0);
+                        v.into()
+                    })
+                    .collect();
+                let cond = self.test(sp, start, &[&m.expr], TestRole::Match, arms);
                 for arm in &m.arms {
                     let asp = self
                         .lines
@@ -68,6 +95,7 @@ impl BodyLowerer<'_, '_> {
                         asp,
                         EventKind::Enter(Region::Branch {
                             diverges: expr_diverges(&arm.body),
+                            fails: conds::fails(&arm.body),
                         }),
                     );
                     let mut names = Vec::new();
@@ -77,7 +105,7 @@ impl BodyLowerer<'_, '_> {
                         let gstart = self.ev.len();
                         self.expr(&g.guard);
                         let gsp = self.lines.sp(g.if_token.span, end_span(&g.guard));
-                        self.test(gsp, gstart, &[&g.guard]);
+                        self.test(gsp, gstart, &[&g.guard], TestRole::Guard, Vec::new());
                     }
                     self.expr(&arm.body);
                     self.push(asp, EventKind::Leave);
@@ -99,7 +127,13 @@ impl BodyLowerer<'_, '_> {
                 let start = self.ev.len();
                 let mut let_pats = Vec::new();
                 self.cond_expr(&w.cond, &mut let_pats);
-                let cond = self.test(sp, start, &[&w.cond]);
+                let cond = self.test(
+                    sp,
+                    start,
+                    &[&w.cond],
+                    TestRole::While,
+                    let_patterns(&w.cond),
+                );
                 self.bind_tested(sp, cond, let_pats);
                 self.block(&w.body);
                 self.push(sp, EventKind::Leave);
@@ -182,7 +216,7 @@ impl BodyLowerer<'_, '_> {
                         // A comparison anywhere (`Ok(changed == 1)`, a filter predicate) tests
                         // its operands.
                         let sp = self.lines.sp(start_span(&b.left), end_span(&b.right));
-                        self.test(sp, start, &[&b.left, &b.right]);
+                        self.test(sp, start, &[e], TestRole::Other, Vec::new());
                     }
                 }
             }
@@ -305,6 +339,7 @@ impl BodyLowerer<'_, '_> {
                     sp,
                     EventKind::Enter(Region::Branch {
                         diverges: body.as_ref().is_some_and(expr_diverges),
+                        fails: body.as_ref().is_some_and(conds::fails),
                     }),
                 );
                 if let Some(p) = &pat {
@@ -332,7 +367,7 @@ impl BodyLowerer<'_, '_> {
             for a in &tested {
                 self.expr(a);
             }
-            self.test(sp, start, &tested);
+            self.test(sp, start, &tested, TestRole::Other, Vec::new());
         } else if apis::DIVERGING_MACROS.contains(&name) {
             self.push(sp, EventKind::Exit);
         } else if macros::is_query_macro(name) {
@@ -369,6 +404,28 @@ impl BodyLowerer<'_, '_> {
             last.awaited = true;
         }
     }
+}
+
+/// The patterns of the `let`s in an `if` / `while` condition (`if let Some(x) = a && let Ok(y) = b`).
+fn let_patterns(e: &Expr) -> Vec<Box<[Name]>> {
+    let mut out = Vec::new();
+    let mut todo = vec![e];
+    while let Some(e) = todo.pop() {
+        match e {
+            Expr::Let(l) => {
+                let mut v = Vec::new();
+                conds::pattern(&l.pat, &mut v, 0);
+                out.push(v.into());
+            }
+            Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+                todo.push(&b.right);
+                todo.push(&b.left);
+            }
+            Expr::Paren(p) => todo.push(&p.expr),
+            _ => {}
+        }
+    }
+    out
 }
 
 pub(super) fn is_assign_op(op: &BinOp) -> bool {

@@ -6,6 +6,7 @@
 use crate::name::Name;
 mod body;
 mod chain;
+mod conds;
 mod exprs;
 mod items;
 mod macros;
@@ -183,6 +184,7 @@ pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<Name>) {
             }
         }
         Pat::Paren(p) => pat_names(&p.pat, out),
+        Pat::Guard(g) => pat_names(&g.pat, out),
         _ => {}
     }
 }

@@ -10,8 +10,9 @@ use std::sync::OnceLock;
 use crate::diagnostic::{Diagnostic, Label, Position, Span};
 use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet};
 use crate::facts::{BodyId, Facts, PerBody};
+use crate::fxhash::FxHashMap;
 use crate::ir::{Body, EventKind, Region, Sp};
-use crate::kb::names::is_time_column;
+use crate::kb::names::{is_response_column, is_time_column};
 use crate::name::Name;
 use crate::parse::Lines;
 use crate::query::{self, State};
@@ -63,6 +64,7 @@ macro_rules! declare_rule {
 // gone; the order, the catalogue's, is kept. Do not edit between the markers by hand.
 // @generated begin
 mod check_before_lock;
+mod duplicate_as_failure;
 mod processing_without_lease;
 mod rpc_in_transaction;
 mod timeout_without_operation_id;
@@ -77,6 +79,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &timeout_without_operation_id::RULE,
     &unguarded_state_transition::RULE,
     &processing_without_lease::RULE,
+    &duplicate_as_failure::RULE,
 ];
 // @generated end
 
@@ -92,6 +95,11 @@ pub(crate) struct CrateView<'a> {
     /// `(table, column)` of every reaper statement in the crate (see [`CrateView::reaps`]),
     /// found on first use.
     pub reapers: OnceLock<Vec<(Name, Name)>>,
+    /// Each body's call sites in the crate, `(caller, event)`, found on first use.
+    pub callers: OnceLock<FxHashMap<BodyId, Vec<(BodyId, u32)>>>,
+    /// The tables some write of the crate stores a response in (see
+    /// [`CrateView::stores_response`]), found on first use.
+    pub responses: OnceLock<Vec<Name>>,
 }
 
 impl<'a> CrateView<'a> {
@@ -139,6 +147,47 @@ impl<'a> CrateView<'a> {
         reapers
             .iter()
             .any(|(t, c)| c == column && query::same_state(Some(t), Some(table)))
+    }
+}
+
+impl<'a> CrateView<'a> {
+    /// Where the crate calls body `id`: `(caller, call event)`.
+    pub fn call_sites(&self, id: BodyId) -> &[(BodyId, u32)] {
+        let callers = self.callers.get_or_init(|| {
+            let mut out: FxHashMap<BodyId, Vec<(BodyId, u32)>> = FxHashMap::default();
+            for (caller, _) in self.facts.all_bodies() {
+                for (i, callees) in self.effects[&caller].callees.iter().enumerate() {
+                    for c in callees {
+                        out.entry(*c).or_default().push((caller, i as u32));
+                    }
+                }
+            }
+            out
+        });
+        callers.get(&id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Whether some write of the crate stores a response in `table` (`UPDATE idempotency
+    /// SET response_body = $2 ..`): the table keeps the answers to requests.
+    pub fn stores_response(&self, table: &str) -> bool {
+        let tables = self.responses.get_or_init(|| {
+            let mut out: Vec<Name> = Vec::new();
+            for (id, _) in self.facts.all_bodies() {
+                for e in self.effects[&id].direct.all() {
+                    if matches!(e.kind, EffectKind::Write | EffectKind::Claim)
+                        && e.sets.iter().any(|a| is_response_column(&a.column))
+                        && let Some(t) = &e.table
+                        && !out.contains(t)
+                    {
+                        out.push(t.clone());
+                    }
+                }
+            }
+            out
+        });
+        tables
+            .iter()
+            .any(|t| query::same_state(Some(t), Some(table)))
     }
 }
 
@@ -247,7 +296,7 @@ impl<'a> RuleCx<'a> {
                         if let Some(e) = enter_of[j]
                             && matches!(
                                 self.body.events[e as usize].kind,
-                                EventKind::Enter(Region::Branch { diverges: true })
+                                EventKind::Enter(Region::Branch { diverges: true, .. })
                             )
                         {
                             return j as u32;

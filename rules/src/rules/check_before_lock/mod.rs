@@ -281,7 +281,9 @@ pub(super) fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
     let mut assigned: Vec<&str> = Vec::new();
     for ev in &events[c as usize + 1..w as usize] {
         match &ev.kind {
-            EventKind::Enter(Region::Branch { diverges: true }) | EventKind::Exit => return true,
+            EventKind::Enter(Region::Branch { diverges: true, .. }) | EventKind::Exit => {
+                return true;
+            }
             EventKind::Enter(_) => depth += 1,
             EventKind::Leave => depth = (depth - 1).max(0),
             EventKind::Assign(a) if depth > 0 => assigned.push(query::first(&a.target)),
