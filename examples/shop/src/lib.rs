@@ -11,6 +11,7 @@ pub mod error;
 pub mod gateway;
 pub mod orders;
 pub mod psp_stub;
+pub mod refunds;
 pub mod routes;
 pub mod seats;
 pub mod state;

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::state::AppState;
-use crate::{checkout, orders, psp_stub, seats, vouchers};
+use crate::{checkout, orders, psp_stub, refunds, seats, vouchers};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -27,6 +27,13 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/orders/{id}/checkout", post(checkout::checkout))
         .route("/v2/orders/{id}/checkout", post(checkout::checkout_guarded))
+        .route("/orders/{id}/refund", post(refunds::request_refund))
+        .route(
+            "/v2/orders/{id}/refund",
+            post(refunds::request_refund_guarded),
+        )
+        .route("/refunds/run", post(refunds::run_refunds))
+        .route("/v2/refunds/run", post(refunds::run_refunds_guarded))
         .route("/vouchers", post(vouchers::issue_voucher))
         .route("/vouchers/{token}/redeem", post(vouchers::redeem_voucher))
         .route(

@@ -35,6 +35,14 @@ CREATE TABLE IF NOT EXISTS voucher_redemptions (
     lease_until TEXT NOT NULL,
     credit_id TEXT
 );
+CREATE TABLE IF NOT EXISTS refund_requests (
+    idempotency_key TEXT PRIMARY KEY,
+    order_id INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    refund_id TEXT,
+    owner TEXT,
+    lease_until TEXT
+);
 CREATE TABLE IF NOT EXISTS seats (
     id INTEGER PRIMARY KEY,
     status TEXT NOT NULL DEFAULT 'free',

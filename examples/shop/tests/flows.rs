@@ -4,9 +4,9 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use staleguard_example_shop::seats::{HoldRequest, release_if_held, release_reservation};
-use staleguard_example_shop::{AppState, checkout, orders, seats, vouchers};
+use staleguard_example_shop::{AppState, checkout, orders, refunds, seats, vouchers};
 
 async fn app() -> AppState {
     AppState::connect("sqlite::memory:", "http://127.0.0.1:9/psp")
@@ -209,4 +209,114 @@ async fn stale_release_timer_leaves_the_next_reservation_alone() {
     // Bob's own timer, carrying his reservation id, would have released it.
     let third = hold_v2(&app, 42, "bob").await;
     assert!(release_reservation(&app, 42, third).await.unwrap());
+}
+
+fn keyed(key: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("Idempotency-Key", key.parse().unwrap());
+    h
+}
+
+async fn refund_state(app: &AppState, key: &str) -> String {
+    sqlx::query_scalar("SELECT state FROM refund_requests WHERE idempotency_key = ?")
+        .bind(key)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_repeated_refund_key_is_refused_by_the_hazard_and_answered_from_its_record_when_guarded()
+{
+    let app = app().await;
+    let id = new_order(&app, 900).await;
+    let (first, _) = refunds::request_refund(State(app.clone()), Path(id), keyed("r-1"))
+        .await
+        .unwrap();
+    assert_eq!(first, StatusCode::ACCEPTED);
+    // The first request's refund is paid out (as a worker would record it).
+    sqlx::query("UPDATE refund_requests SET state = 'refunded', refund_id = 'rf-1' WHERE idempotency_key = 'r-1'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    // The client retries (its first answer was lost): the hazard says the refund failed.
+    let retry = refunds::request_refund(State(app.clone()), Path(id), keyed("r-1")).await;
+    assert_eq!(retry.err(), Some(StatusCode::CONFLICT));
+
+    // The guarded handler answers from the record: the refund that was paid.
+    let (code, Json(body)) =
+        refunds::request_refund_guarded(State(app.clone()), Path(id), keyed("r-1"))
+            .await
+            .unwrap();
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["refund_id"], "rf-1");
+
+    // The same key for another order is a client error, not a replay.
+    let other = new_order(&app, 100).await;
+    let (code, _) = refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-1"))
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // A duplicate of a request still on its way is told so, not refused.
+    refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-2"))
+        .await
+        .unwrap();
+    let (code, Json(body)) =
+        refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-2"))
+            .await
+            .unwrap();
+    assert_eq!(
+        (code, body["state"].as_str()),
+        (StatusCode::ACCEPTED, Some("requested"))
+    );
+}
+
+#[tokio::test]
+async fn a_refund_whose_worker_died_stays_stuck_unless_the_claim_has_a_lease() {
+    let app = app().await;
+    let id = new_order(&app, 900).await;
+    refunds::request_refund(State(app.clone()), Path(id), keyed("r-3"))
+        .await
+        .unwrap();
+    // A worker claimed it the hazard's way (no lease, no owner) and died before the payout.
+    sqlx::query("UPDATE refund_requests SET state = 'processing' WHERE idempotency_key = 'r-3'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let Json(run) = refunds::run_refunds(State(app.clone())).await.unwrap();
+    assert!(
+        run["handled"].is_null(),
+        "nobody takes the refund over: {run}"
+    );
+    assert_eq!(refund_state(&app, "r-3").await, "processing");
+
+    // With a lease, a dead worker's claim runs out and the next worker takes the refund over
+    // (the provider is unreachable here, so its outcome is unknown, not failed).
+    sqlx::query("UPDATE refund_requests SET owner = 'dead', lease_until = datetime('now', '-1 seconds') WHERE idempotency_key = 'r-3'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let Json(run) = refunds::run_refunds_guarded(State(app.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (run["handled"].as_str(), run["state"].as_str()),
+        (Some("r-3"), Some("unknown"))
+    );
+
+    // A claim whose lease is still running is left to its owner.
+    refunds::request_refund(State(app.clone()), Path(id), keyed("r-4"))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE refund_requests SET state = 'processing', owner = 'alive', lease_until = datetime('now', '+60 seconds') WHERE idempotency_key = 'r-4'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let Json(run) = refunds::run_refunds_guarded(State(app.clone()))
+        .await
+        .unwrap();
+    assert!(run["handled"].is_null(), "{run}");
+    assert_eq!(refund_state(&app, "r-4").await, "processing");
 }

@@ -138,7 +138,20 @@ pub(super) fn classify(
             "delete" => "runs a diesel `delete`",
             _ => "runs a diesel insert",
         };
-        let mut e = Effect::new(EffectKind::Write, kind_word).with_table(table.clone());
+        // `.on_conflict_do_nothing()`, `.on_conflict(..).do_nothing()`, `insert_or_ignore_into`:
+        // a claim, whose conflict is "nothing inserted".
+        let do_nothing = flast == "insert_or_ignore_into"
+            || flast == "insert_into"
+                && call
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s.name.as_str(), "on_conflict_do_nothing" | "do_nothing"));
+        let kind = if do_nothing {
+            EffectKind::Claim
+        } else {
+            EffectKind::Write
+        };
+        let mut e = Effect::new(kind, kind_word).with_table(table.clone());
         e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
         e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
         e.delete = flast == "delete";

@@ -433,8 +433,8 @@ pub fn is_idempotency_record(name: &str) -> bool {
     has("idem")
         || has("inbox")
         // A record of handled deliveries: `processed_messages`, `handled_events`, `seen_webhooks`.
-        || ["processed", "handled", "seen", "consumed"].iter().any(|p| has(p))
-            && ["message", "msg", "event", "webhook", "delivery", "request", "callback", "notification", "update"]
+        || ["processed", "handled", "seen", "consumed", "received"].iter().any(|p| has(p))
+            && ["message", "msg", "event", "webhook", "delivery", "request", "callback", "notification", "update", "activity", "activitie"]
                 .iter()
                 .any(|x| has(x))
         // A log of requests, not a domain object requested (`friend_requests`).
