@@ -260,9 +260,10 @@ async fn a_repeated_refund_key_is_refused_by_the_hazard_and_answered_from_its_re
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
 
     // A duplicate of a request still on its way is told so, not refused.
-    refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-2"))
+    let (first, _) = refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-2"))
         .await
         .unwrap();
+    assert_eq!(first, StatusCode::ACCEPTED);
     let (code, Json(body)) =
         refunds::request_refund_guarded(State(app.clone()), Path(other), keyed("r-2"))
             .await
