@@ -278,9 +278,10 @@ async fn a_repeated_refund_key_is_refused_by_the_hazard_and_answered_from_its_re
 async fn a_refund_whose_worker_died_stays_stuck_unless_the_claim_has_a_lease() {
     let app = app().await;
     let id = new_order(&app, 900).await;
-    refunds::request_refund(State(app.clone()), Path(id), keyed("r-3"))
+    let (code, _) = refunds::request_refund(State(app.clone()), Path(id), keyed("r-3"))
         .await
         .unwrap();
+    assert_eq!(code, StatusCode::ACCEPTED);
     // A worker claimed it the hazard's way (no lease, no owner) and died before the payout.
     sqlx::query("UPDATE refund_requests SET state = 'processing' WHERE idempotency_key = 'r-3'")
         .execute(&app.db)
@@ -308,9 +309,10 @@ async fn a_refund_whose_worker_died_stays_stuck_unless_the_claim_has_a_lease() {
     );
 
     // A claim whose lease is still running is left to its owner.
-    refunds::request_refund(State(app.clone()), Path(id), keyed("r-4"))
+    let (code, _) = refunds::request_refund(State(app.clone()), Path(id), keyed("r-4"))
         .await
         .unwrap();
+    assert_eq!(code, StatusCode::ACCEPTED);
     sqlx::query("UPDATE refund_requests SET state = 'processing', owner = 'alive', lease_until = datetime('now', '+60 seconds') WHERE idempotency_key = 'r-4'")
         .execute(&app.db)
         .await
