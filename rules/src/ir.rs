@@ -158,8 +158,8 @@ pub struct Test {
     pub calls: Box<[u32]>,
     pub role: TestRole,
     /// The constants the test compares with or matches: string and integer literals, paths of
-    /// two or more segments and capitalised ones (`"23505"`, `0`, `SqlState::UNIQUE_VIOLATION`,
-    /// `None`), also in a `matches!` pattern (its last two segments: `SqlErr::UniqueConstraintViolation`).
+    /// two or more segments and capitalised ones, each by its last segment (`"23505"`, `0`,
+    /// `UNIQUE_VIOLATION` of `SqlState::UNIQUE_VIOLATION`, `None`), also in a `matches!` pattern.
     pub values: Box<[Name]>,
     /// The patterns tested, in the same form: one per arm for a `match` (in arm order), the
     /// pattern of an `if let` / `let .. else` / `while let`.

@@ -121,23 +121,20 @@ fn lit(l: &Lit, out: &mut Vec<Name>) {
     }
 }
 
-/// A path's last two segments (`SqlState::UNIQUE_VIOLATION` of
-/// `tokio_postgres::error::SqlState::UNIQUE_VIOLATION`), or a capitalised single one (`None`,
-/// `UNIQUE_VIOLATION`); a lowercase local is not a constant.
+/// A path's last segment when it names a constant: a path of two or more segments
+/// (`UNIQUE_VIOLATION` of `tokio_postgres::error::SqlState::UNIQUE_VIOLATION`) or a capitalised
+/// single one (`None`, `UNIQUE_VIOLATION`); a lowercase local is not a constant.
 fn path(p: &syn::Path, out: &mut Vec<Name>) {
-    let n = p.segments.len();
-    if n >= 2 {
-        let mut s = p.segments.each().skip(n - 2);
-        if let (Some(a), Some(b)) = (s.next(), s.next()) {
-            out.push(Name::from(format!("{}::{}", a.ident, b.ident).as_str()));
-        }
-    } else if let Some(seg) = p.segments.first_item()
-        && seg
+    let Some(last) = p.segments.last_item() else {
+        return;
+    };
+    if p.segments.len() >= 2
+        || last
             .ident
             .to_string()
             .starts_with(|c: char| c.is_ascii_uppercase())
     {
-        out.push(Name::display(&seg.ident));
+        out.push(Name::display(&last.ident));
     }
 }
 
@@ -248,15 +245,15 @@ mod tests {
         );
         assert_eq!(
             of("e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)").0,
-            ["Some", "SqlState::UNIQUE_VIOLATION"]
+            ["Some", "UNIQUE_VIOLATION"]
         );
         assert_eq!(
             of("matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))").0,
-            ["Some", "SqlErr::UniqueConstraintViolation"]
+            ["Some", "UniqueConstraintViolation"]
         );
         assert_eq!(
             of("let Err(DbErr::RecordNotInserted) = res").0,
-            ["Err", "DbErr::RecordNotInserted"]
+            ["Err", "RecordNotInserted"]
         );
         assert!(
             of("order.status == status").0.is_empty(),
