@@ -555,6 +555,18 @@ pub(crate) const ONE_ROW_STEPS: &[&str] = &[
 ];
 
 /// Steps that check a statement's result in the chain (`rows_affected()`, `ok_or(..)`).
+/// Steps that only adapt a query's result (`.get_result(conn).ok()`, `.optional()`).
+pub(crate) const RESULT_ADAPTER_STEPS: &[&str] = &[
+    "ok",
+    "optional",
+    "map_err",
+    "unwrap",
+    "expect",
+    "unwrap_or_default",
+    "context",
+    "with_context",
+];
+
 /// Methods that test a database error for a unique-key conflict.
 pub(crate) const UNIQUE_VIOLATION_CHECKS: &[&str] = &[
     "is_unique_violation",

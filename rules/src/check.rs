@@ -51,12 +51,18 @@ pub(crate) fn analyse<'a>(
     }
 }
 
-/// A file of test or bench targets (a `tests/` or `benches/` folder): it runs alone against
+/// A file of test or bench targets (a `tests/` or `benches/` folder), or of a crate or folder
+/// of test support (`test-utils/`, `my_test_fakes/`, `mocks/`): it runs alone against
 /// throw-away state, like `#[test]` code, so no rule is checked in it (its bodies still count
 /// for summaries).
 fn is_test_file(path: &str) -> bool {
-    path.split(['/', '\\'])
-        .any(|c| c == "tests" || c == "benches")
+    let mut dirs: Vec<&str> = path.split(['/', '\\']).collect();
+    dirs.pop();
+    dirs.iter().any(|c| {
+        *c == "benches"
+            || c.split(['_', '-'])
+                .any(|w| matches!(w, "test" | "tests" | "testing" | "fakes" | "mocks"))
+    })
 }
 
 /// Runs every enabled rule over the lowered files of one crate or workspace: parse errors,
@@ -103,6 +109,7 @@ fn run_with(
             reapers: Default::default(),
             callers: Default::default(),
             responses: Default::default(),
+            updates: Default::default(),
         };
         let found = par_map(&a.ids, threads, |id| {
             if is_test_file(krate.paths[id.file as usize]) {
@@ -234,6 +241,29 @@ mod cases;
 mod tests {
     use super::cases;
     use crate::{Analyzer, Knowledge};
+
+    #[test]
+    fn test_targets_and_test_support_folders_are_test_files() {
+        for p in [
+            "tests/flows.rs",
+            "crates/x/tests/a.rs",
+            "benches/b.rs",
+            "crates/docs_rs_test_fakes/src/lib.rs",
+            "test-utils/src/db.rs",
+            "src/mocks/gateway.rs",
+        ] {
+            assert!(super::is_test_file(p), "{p}");
+        }
+        for p in [
+            "src/tests.rs",
+            "src/test_helpers.rs",
+            "crates/attest/src/lib.rs",
+            "src/contest/mod.rs",
+            "fixtures/a/b.rs",
+        ] {
+            assert!(!super::is_test_file(p), "{p}");
+        }
+    }
 
     /// A rule's `applies` must answer yes wherever its `check` reports: on every fixture case,
     /// checking every body with every rule finds exactly what checking the applicable ones

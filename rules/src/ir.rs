@@ -367,10 +367,6 @@ impl Call {
         self.steps.first().map(|s| s.name.as_str()).unwrap_or("")
     }
 
-    pub fn last(&self) -> Option<&Step> {
-        self.steps.last()
-    }
-
     pub fn awaited(&self) -> bool {
         self.steps.iter().any(|s| s.awaited)
     }

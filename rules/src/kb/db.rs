@@ -5,10 +5,10 @@ use super::names::{is_operation_identity, is_token_name};
 use super::{Class, Classifier};
 use crate::apis::{
     ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS, DIESEL_SET_STEPS,
-    DIESEL_STATEMENT_STEPS, DIESEL_WRITE_FNS, EXEC_STEPS, QUERY_FNS, SEA_ORM_EXEC_STEPS,
-    SEA_ORM_FILTER_STEPS, SEA_ORM_FIND_FNS, SEA_ORM_READ_RUNS, SEA_ORM_ROW_LOCKS,
-    SEA_ORM_SET_STEPS, SEA_ORM_WRITE_FNS, TX_BEGIN_STEPS, TX_BUILDER_STEPS, TX_CLOSURE_STEPS,
-    TX_END_STEPS,
+    DIESEL_STATEMENT_STEPS, DIESEL_WRITE_FNS, EXEC_STEPS, QUERY_FNS, RESULT_ADAPTER_STEPS,
+    SEA_ORM_EXEC_STEPS, SEA_ORM_FILTER_STEPS, SEA_ORM_FIND_FNS, SEA_ORM_READ_RUNS,
+    SEA_ORM_ROW_LOCKS, SEA_ORM_SET_STEPS, SEA_ORM_WRITE_FNS, TX_BEGIN_STEPS, TX_BUILDER_STEPS,
+    TX_CLOSURE_STEPS, TX_END_STEPS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
@@ -26,7 +26,6 @@ pub(super) fn classify(
     _resolved: &str,
 ) -> Option<Effect> {
     let head = call.head();
-    let last = call.last().map(|s| s.name.as_str()).unwrap_or("");
     let recv_local = Name::join(&call.recv, ".");
 
     // Transaction control.
@@ -187,10 +186,15 @@ pub(super) fn classify(
         return Some(e);
     }
     // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
+    // The load may be followed by result adapters (`.get_result(conn).ok()`, `.optional()`).
+    let load = call
+        .steps
+        .iter()
+        .rposition(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
+        .map(|i| &call.steps[i]);
     if call.func.is_empty()
         && !call.recv.is_empty()
-        && DIESEL_READ_STEPS.contains(&last)
-        && call.last().is_some_and(|s| s.args.len() == 1)
+        && load.is_some_and(|s| DIESEL_READ_STEPS.contains(&s.name.as_str()) && s.args.len() == 1)
         && !matches!(recv, Class::Collection | Class::Channel)
         && (call.recv.len() == 1 || call.recv.last().is_some_and(|p| p == "table"))
         && call.steps.len() >= 2

@@ -8,7 +8,9 @@ use std::cell::OnceCell;
 use std::sync::OnceLock;
 
 use crate::diagnostic::{Diagnostic, Label, Position, Span};
-use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet};
+use crate::effects::{
+    AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet,
+};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, EventKind, Region, Sp};
@@ -100,6 +102,9 @@ pub(crate) struct CrateView<'a> {
     /// The tables some write of the crate stores a response in (see
     /// [`CrateView::stores_response`]), found on first use.
     pub responses: OnceLock<Vec<Name>>,
+    /// What the crate's updates set each `(table, column)` to (see
+    /// [`CrateView::only_value`]), found on first use.
+    pub updates: OnceLock<FxHashMap<(Name, Name), Option<Name>>>,
 }
 
 impl<'a> CrateView<'a> {
@@ -165,6 +170,40 @@ impl<'a> CrateView<'a> {
             out
         });
         callers.get(&id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The one value every update of the crate sets `column` of `table` to, when there is one
+    /// and it is a constant (inserts, which give a row its first value, aside): then a write
+    /// of it repeats the only transition there is, and changes nothing when it comes twice.
+    pub fn only_value(&self, table: &str, column: &str) -> Option<&Name> {
+        let updates = self.updates.get_or_init(|| {
+            let mut out: FxHashMap<(Name, Name), Option<Name>> = FxHashMap::default();
+            for (id, _) in self.facts.all_bodies() {
+                for e in self.effects[&id].direct.all() {
+                    if e.kind != EffectKind::Write || e.insert || e.delete || e.in_memory {
+                        continue;
+                    }
+                    let Some(t) = &e.table else { continue };
+                    for a in e.sets.iter() {
+                        let v = match &a.value {
+                            AssignedValue::Const(v) => Some(v.clone()),
+                            _ => None,
+                        };
+                        out.entry((t.clone(), a.column.clone()))
+                            .and_modify(|old| {
+                                if *old != v {
+                                    *old = None;
+                                }
+                            })
+                            .or_insert(v);
+                    }
+                }
+            }
+            out
+        });
+        updates
+            .get(&(Name::from(table), Name::from(column)))
+            .and_then(Option::as_ref)
     }
 
     /// Whether some write of the crate stores a response in `table` (`UPDATE idempotency
