@@ -271,15 +271,15 @@ pub fn is_in_progress_value(value: &str) -> bool {
     IN_PROGRESS.contains(&joined.as_str())
 }
 
-/// An in-progress value that always means a claim (`PROCESSING`, `IN_PROGRESS`, `CLAIMED`,
-/// `LOCKED`), unlike `running` or `started`, which also describe a server or a deployment that
-/// is up.
+/// An in-progress value that always means a claim (`PROCESSING`, `IN_PROGRESS`, `CLAIMED`),
+/// unlike `running` or `started`, which also describe a server or a deployment that is up, and
+/// `locked`, which also describes funds held in escrow or an account shut.
 pub fn is_claim_word(value: &str) -> bool {
     let last = value.rsplit("::").next().unwrap_or(value);
     let joined: String = words(last).collect();
     matches!(
         joined.as_str(),
-        "processing" | "inprogress" | "claimed" | "locked" | "inflight"
+        "processing" | "inprogress" | "claimed" | "inflight"
     )
 }
 

@@ -21,12 +21,18 @@ declare_rule! {
     /// (`lease_expires_at`, `locked_until`, `visible_at`, `vt`, `heartbeat_at`, a TTL) *and* an
     /// owner (`owner`, `worker_id`, `locked_by`, `runner_id`).
     ///
+    /// `RUNNING`, `STARTED` and `LOCKED` count on a table of work (jobs, tasks, builds, runs, a
+    /// queue): elsewhere they describe a resting state (a server that is up, funds locked in
+    /// escrow).
+    ///
     /// It stays silent when the expiry and the owner are written with the claim (in the same
     /// statement, or by another write to the same table in the same transaction), when a Redis
     /// claim sets a TTL, and when the crate has a **reaper** for the claim: a statement that
     /// updates or deletes rows of the same table filtered on the claimed column and a time
     /// column (`UPDATE jobs SET status = 'queued' WHERE status = 'running' AND heartbeat_at <
-    /// now() - interval '1 minute'`).
+    /// now() - interval '1 minute'`), or a statement of the claiming function that, before the
+    /// claim, moves the record's earlier claims on (`UPDATE builds SET status = 'failure' WHERE
+    /// release_id = $1 AND status = 'in_progress'`): the next attempt ends a stranded one.
     ///
     /// ### Why is this bad?
     ///
@@ -146,7 +152,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                     }
                 }
             }
-            if expiry && owner || cx.krate.reaps(table, &claim.column) || released(cx, w, e, claim)
+            if expiry && owner
+                || cx.krate.reaps(table, &claim.column)
+                || released(cx, w, e, claim)
+                || superseded(cx, w, e, claim)
             {
                 continue;
             }
@@ -172,6 +181,24 @@ fn released(cx: &RuleCx<'_>, w: u32, claim_write: &Effect, claim: &Assigned) -> 
                                 if is_in_progress_value(v) || v == "true" || v == "TRUE")
                     })
             })
+    })
+}
+
+/// Does the body free the record's earlier claims before it claims again (`UPDATE builds SET
+/// status = 'failure' WHERE rid = $1 AND status = 'in_progress'`, then the new claim)? A claim
+/// stranded by a crash is then ended by the next attempt: a reaper run at claim time.
+fn superseded(cx: &RuleCx<'_>, w: u32, claim_write: &Effect, claim: &Assigned) -> bool {
+    (0..w).any(|earlier| {
+        cx.effs(earlier).any(|e| {
+            e.kind == EffectKind::Write
+                && !e.insert
+                && query::same_state(e.table.as_deref(), claim_write.table.as_deref())
+                && e.where_cols.contains(&claim.column)
+                && e.sets.iter().any(|a| {
+                    a.column == claim.column
+                        && matches!(&a.value, AssignedValue::Const(v) if !is_in_progress_value(v))
+                })
+        })
     })
 }
 
