@@ -5,6 +5,7 @@
 use super::RuleCx;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::ir::EventKind;
 use crate::kb::names::{is_fencing_column, is_state_column, is_state_value, is_time_column};
 use crate::query;
 
@@ -22,7 +23,8 @@ declare_rule! {
     /// token, or a timestamp), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
     /// same transaction and its state checked after that (in code or in the `SELECT`'s own
     /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state, for inserts and
-    /// upserts of new rows, for statements over the whole table, when the value written is the
+    /// upserts of new rows, for a row the function created itself (its key is the result of the
+    /// function's own insert), for statements over the whole table, when the value written is the
     /// only one any update of the crate sets that column to (a `confirmed` flag set once: two
     /// writes race to the same state), and under `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
     /// `tx` parameter, a repository holding the caller's transaction) is judged at the call
@@ -145,7 +147,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             {
                 continue;
             }
-            if checked_under_lock(cx, w, e, &state.column) {
+            if checked_under_lock(cx, w, e, &state.column) || own_new_row(cx, w, e) {
                 continue;
             }
             out.push(report(cx, w, e, state));
@@ -161,6 +163,34 @@ fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
         return false;
     };
     cx.krate.only_value(table, &state.column) == Some(v)
+}
+
+/// Is the written row one this body created: its key comes from the result of the body's own
+/// insert into the table (`let build = insert_build(..)` .. `set_build_status(build, ..)`)?
+/// Nobody else has been handed the new row's key, so no other transition can be lost.
+fn own_new_row(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let inserts = |e: &Effect| {
+        (e.kind == EffectKind::Write && e.insert || e.kind == EffectKind::Claim)
+            && e.table.is_some()
+            && query::same_state(e.table.as_deref(), write.table.as_deref())
+    };
+    (0..w).any(|r| {
+        // Its own insert, or a helper's (whose summary may show another write first).
+        (cx.effs(r).any(inserts)
+            || cx
+                .callees(r)
+                .iter()
+                .any(|&c| cx.krate.effects_of(c).body.direct.all().any(inserts)))
+            && {
+                let made = query::derived(cx.body, r);
+                call.all_args()
+                    .flat_map(|a| &a.paths)
+                    .any(|p| made.contains(query::first(p)))
+            }
+    })
 }
 
 /// A body whose statements may run in its caller's transaction (a transaction, a connection
