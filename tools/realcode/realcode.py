@@ -4,7 +4,7 @@ and the precision of every finding in the trees (from the verdict file).
 
 The repositories come from local clones (`--mirrors`, one bare git directory per repository at
 `<mirrors>/<owner+name>/repo`, as the tool library's fetch leaves them), checked out at the commits
-of `repos.tsv` into `--work`. Nothing here needs the network, and nothing of theirs is kept in this
+of `repos.tsv` into `--work` (their Rust sources and manifests). Nothing here needs the network, and nothing of theirs is kept in this
 repository: `repos.tsv` (what and which half), `labels.tsv` (coordinates, rule, label, reason) and
 `verdicts.tsv` (one verdict per finding) are the whole set.
 
@@ -59,16 +59,44 @@ def checkout(repo, mirrors, work):
     if not os.path.isdir(git_dir):
         print(f"  {repo['repo']}: no local clone at {git_dir} (fetch it first); skipped")
         return None
-    paths = repo["paths"].split()
+    paths = [] if repo["paths"] == "." else repo["paths"].split()
     tmp = dest + ".partial"
     os.makedirs(tmp, exist_ok=True)
-    archive = subprocess.Popen(
-        ["git", f"--git-dir={git_dir}", "archive", repo["commit"], "--", *paths],
+    # The Rust sources and manifests only, blob by blob: a snapshot may lack its large data
+    # files, and none of them is read.
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", repo["commit"], "--", *paths],
+        stdout=subprocess.PIPE,
+        check=True,
+    ).stdout.split(b"\0")
+    wanted = []
+    for entry in listing:
+        if not entry:
+            continue
+        meta, path = entry.split(b"\t", 1)
+        mode, kind, oid = meta.split()
+        name = path.decode("utf-8", "replace")
+        if kind == b"blob" and mode != b"120000" and (name.endswith(".rs") or os.path.basename(name) == "Cargo.toml"):
+            wanted.append((oid.decode(), name))
+    cat = subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
-    subprocess.run(["tar", "-x", "-C", tmp], stdin=archive.stdout, check=True)
-    if archive.wait() != 0:
-        sys.exit(f"{repo['repo']}: git archive failed")
+    for oid, name in wanted:
+        cat.stdin.write(oid.encode() + b"\n")
+        cat.stdin.flush()
+        header = cat.stdout.readline().split()
+        if len(header) < 3 or header[1] == b"missing":
+            continue
+        data = cat.stdout.read(int(header[2]))
+        cat.stdout.read(1)
+        out = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(data)
+    cat.stdin.close()
+    cat.wait()
     os.rename(tmp, dest)
     return dest
 

@@ -113,6 +113,17 @@ pub(super) fn classify(
             .skip(1)
             .any(|s| DIESEL_STATEMENT_STEPS.contains(&s.name.as_str()))
     {
+        // A statement built here and handed to another query (a CTE that adds its own
+        // conditions and locks: `attach_with_condition(.., diesel::update(t).set(..))`) is run
+        // there, under conditions not seen here.
+        if !call
+            .steps
+            .iter()
+            .any(|s| s.name.starts_with("execute") || s.name.starts_with("get_result"))
+            && handed_on(cx, call)
+        {
+            return None;
+        }
         let table = call.steps[0]
             .args
             .first()
@@ -461,4 +472,19 @@ mod tests {
             assert_eq!(normalize_table(written).as_str(), table, "{written}");
         }
     }
+}
+
+/// Whether call `call` of the body is an argument of another call.
+fn handed_on(cx: &Classifier<'_>, call: &Call) -> bool {
+    let Some(at) =
+        cx.body.events.iter().position(
+            |e| matches!(&e.kind, crate::ir::EventKind::Call(c) if std::ptr::eq(&**c, call)),
+        )
+    else {
+        return false;
+    };
+    cx.body.events.iter().any(|e| {
+        matches!(&e.kind, crate::ir::EventKind::Call(c)
+            if c.all_args().any(|a| a.ev == Some(at as u32)))
+    })
 }

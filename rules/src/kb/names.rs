@@ -407,6 +407,12 @@ pub fn is_fencing_column(column: &str) -> bool {
     }) || is_owner_column(column)
 }
 
+/// A column marking a record deleted (`deleted`, `is_deleted`, `deleted_at`, `time_deleted`):
+/// a filter on it keeps a write off records already gone.
+pub fn is_deletion_marker(column: &str) -> bool {
+    words(column).any(|w| matches!(w.as_str(), "deleted" | "removed" | "archived"))
+}
+
 /// A column holding a point in time: `updated_at`, `started_time`, `heartbeat`, `ts`.
 pub fn is_time_column(column: &str) -> bool {
     let w: Vec<String> = words(column).collect();

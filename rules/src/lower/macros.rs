@@ -62,6 +62,37 @@ pub fn first_literal_text(tokens: &TokenStream) -> Option<Name> {
     None
 }
 
+/// Whether a format macro's arguments hold a row-lock clause for its text (`format!("SELECT ..
+/// {}", if lock { "FOR UPDATE" } else { "" })`): the statement may lock the rows it reads.
+pub fn has_row_lock_argument(tokens: &TokenStream) -> bool {
+    tokens
+        .clone()
+        .into_iter()
+        .skip(1)
+        .any(|tt| holds_row_lock(&tt))
+}
+
+fn holds_row_lock(tt: &TokenTree) -> bool {
+    match tt {
+        TokenTree::Literal(l) => match syn::Lit::new(l.clone()) {
+            syn::Lit::Str(s) => {
+                let v = s.value().trim_start().to_ascii_uppercase();
+                [
+                    "FOR UPDATE",
+                    "FOR NO KEY UPDATE",
+                    "FOR SHARE",
+                    "FOR KEY SHARE",
+                ]
+                .iter()
+                .any(|c| v.starts_with(c))
+            }
+            _ => false,
+        },
+        TokenTree::Group(g) => g.stream().into_iter().any(|t| holds_row_lock(&t)),
+        _ => false,
+    }
+}
+
 /// The literals of `concat!("a", "b")` joined.
 pub fn concat_literals(tokens: &TokenStream) -> Name {
     let mut out = String::new();

@@ -230,7 +230,12 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
             if (macros::is_format_like(&name) || name == "concat")
                 && let Some(s) = macros::first_literal(&m.mac.tokens)
             {
-                out.push(s);
+                // A row lock added by an argument (`{}` filled with `"FOR UPDATE"` when asked).
+                if s.contains("SELECT") && macros::has_row_lock_argument(&m.mac.tokens) {
+                    out.push(Name::from(format!("{s} FOR UPDATE")));
+                } else {
+                    out.push(s);
+                }
             }
         }
         Expr::MethodCall(m) => {

@@ -6,7 +6,9 @@ use super::RuleCx;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
-use crate::kb::names::{is_fencing_column, is_state_column, is_state_value, is_time_column};
+use crate::kb::names::{
+    is_deletion_marker, is_fencing_column, is_state_column, is_state_value, is_time_column,
+};
 use crate::query;
 
 declare_rule! {
@@ -20,7 +22,7 @@ declare_rule! {
     /// assigned an enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`).
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
-    /// token, or a timestamp), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
+    /// token, a timestamp, or that the record is not deleted), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
     /// same transaction and its state checked after that (in code or in the `SELECT`'s own
     /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state, for inserts and
     /// upserts of new rows, for a row the function created itself (its key is the result of the
@@ -119,11 +121,16 @@ fn moved_state(e: &Effect) -> Option<&Assigned> {
     })
 }
 
-/// The filter tests more than the key: the state, a version / owner / lease / token, a time.
+/// The filter tests more than the key: the state, a version / owner / lease / token, a time,
+/// or that the record is not deleted (`time_deleted IS NULL`, `deleted = false`).
 fn guarded_filter(e: &Effect, column: &str) -> bool {
-    e.where_cols
-        .iter()
-        .any(|c| c == column || is_state_column(c) || is_fencing_column(c) || is_time_column(c))
+    e.where_cols.iter().any(|c| {
+        c == column
+            || is_state_column(c)
+            || is_fencing_column(c)
+            || is_time_column(c)
+            || is_deletion_marker(c)
+    })
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -147,7 +154,11 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             {
                 continue;
             }
-            if checked_under_lock(cx, w, e, &state.column) || own_new_row(cx, w, e) {
+            let helper_locks = e.via.is_some_and(|h| {
+                !cx.state(w).txs.is_empty() && locks_before_writing(cx, h, e.table.as_deref(), 0)
+            });
+            if helper_locks || checked_under_lock(cx, w, e, &state.column) || own_new_row(cx, w, e)
+            {
                 continue;
             }
             out.push(report(cx, w, e, state));
@@ -163,6 +174,42 @@ fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
         return false;
     };
     cx.krate.only_value(table, &state.column) == Some(v)
+}
+
+/// Does helper `h` (which runs in its caller's transaction) lock the row it writes before
+/// writing it (`SELECT .. FOR UPDATE`, then checks, then the `UPDATE`), itself or through the
+/// helpers it calls?
+fn locks_before_writing(
+    cx: &RuleCx<'_>,
+    h: crate::facts::BodyId,
+    table: Option<&str>,
+    depth: u32,
+) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    let view = cx.krate.effects_of(h);
+    let row = |e: &Effect| query::same_state(e.table.as_deref(), table);
+    for i in 0..cx.krate.body(h).events.len() as u32 {
+        let locks = view
+            .at(i)
+            .any(|e| e.kind == EffectKind::Read && e.locking && row(e));
+        let write = view
+            .at(i)
+            .find(|e| e.kind == EffectKind::Write && !e.insert && row(e));
+        match (locks, write) {
+            (true, None) => return true,
+            // Both in one call: the callee's own order decides.
+            (true, Some(w)) => {
+                return w
+                    .via
+                    .is_some_and(|next| locks_before_writing(cx, next, table, depth + 1));
+            }
+            (false, Some(_)) => return false,
+            (false, None) => {}
+        }
+    }
+    false
 }
 
 /// Is the written row one this body created: its key comes from the result of the body's own
