@@ -217,6 +217,11 @@ impl<T> Sparse<T> {
     pub fn all(&self) -> impl Iterator<Item = &T> {
         self.iter().flatten()
     }
+
+    /// Every entry, in no particular order, without a walk over the events that have none.
+    pub fn entries(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
 }
 
 impl<T> std::ops::Index<usize> for Sparse<T> {
@@ -324,6 +329,15 @@ impl<'a> Effects<'a> {
         (0..self.body.direct.len() as u32).flat_map(move |i| self.at(i))
     }
 
+    /// Every effect of the body, in no particular order: for "is there one that ..?" (a
+    /// rule's `applies`), without a walk over every event.
+    pub fn any_order(self) -> impl Iterator<Item = &'a Effect> {
+        self.body
+            .direct
+            .entries()
+            .chain(self.sites.gained.iter().map(|(_, e)| e))
+    }
+
     pub fn callees(self, i: u32) -> &'a [BodyId] {
         &self.body.callees[i as usize]
     }
@@ -341,7 +355,7 @@ pub(crate) struct KindSet(u32);
 impl KindSet {
     pub fn of(effects: Effects<'_>) -> KindSet {
         let mut set = 0u32;
-        for e in effects.all() {
+        for e in effects.any_order() {
             set |= 1 << e.kind as u32;
         }
         KindSet(set)

@@ -454,6 +454,21 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e
 }
 
+/// Whether call `call` of the body is an argument of another call.
+fn handed_on(cx: &Classifier<'_>, call: &Call) -> bool {
+    let Some(at) =
+        cx.body.events.iter().position(
+            |e| matches!(&e.kind, crate::ir::EventKind::Call(c) if std::ptr::eq(&**c, call)),
+        )
+    else {
+        return false;
+    };
+    cx.body.events.iter().any(|e| {
+        matches!(&e.kind, crate::ir::EventKind::Call(c)
+            if c.all_args().any(|a| a.ev == Some(at as u32)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::normalize_table;
@@ -472,19 +487,4 @@ mod tests {
             assert_eq!(normalize_table(written).as_str(), table, "{written}");
         }
     }
-}
-
-/// Whether call `call` of the body is an argument of another call.
-fn handed_on(cx: &Classifier<'_>, call: &Call) -> bool {
-    let Some(at) =
-        cx.body.events.iter().position(
-            |e| matches!(&e.kind, crate::ir::EventKind::Call(c) if std::ptr::eq(&**c, call)),
-        )
-    else {
-        return false;
-    };
-    cx.body.events.iter().any(|e| {
-        matches!(&e.kind, crate::ir::EventKind::Call(c)
-            if c.all_args().any(|a| a.ev == Some(at as u32)))
-    })
 }

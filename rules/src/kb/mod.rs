@@ -271,13 +271,10 @@ pub fn classify_body(
                 Class::Db | Class::DbTx | Class::Unknown(_) | Class::Trait(_)
             )
     });
-    out.tx_holder = body.self_ty.as_deref().is_some_and(|t| {
-        facts.structs.get(t).is_some_and(|fields| {
-            fields
-                .iter()
-                .any(|(_, ty)| types::class_of(ty, facts, file, memo) == Class::DbTx)
-        })
-    });
+    out.tx_holder = body
+        .self_ty
+        .as_ref()
+        .is_some_and(|t| memo.holds_tx(t, facts, file));
     out
 }
 

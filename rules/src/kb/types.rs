@@ -68,6 +68,25 @@ pub struct Memo {
     /// By resolved shape (prefix, head as written, resolved head, generic arguments): what a
     /// type means does not depend on the file once its names are resolved.
     by_shape: RefCell<FxHashMap<Box<str>, Class>>,
+    /// By file and self type: whether the type holds a transaction in a field (every method of
+    /// a type asks the same question).
+    holds_tx: RefCell<FxHashMap<(u32, Name), bool>>,
+}
+
+impl Memo {
+    /// Whether type `ty` (named in `file`) holds a transaction in one of its fields.
+    pub fn holds_tx(&self, ty: &Name, facts: &Facts, file: u32) -> bool {
+        if let Some(&known) = self.holds_tx.borrow().get(&(file, ty.clone())) {
+            return known;
+        }
+        let holds = facts.structs.get(ty.as_str()).is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|(_, t)| class_of(t, facts, file, self) == Class::DbTx)
+        });
+        self.holds_tx.borrow_mut().insert((file, ty.clone()), holds);
+        holds
+    }
 }
 
 /// Classifies a declared type.
@@ -213,11 +232,46 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
 /// transaction may be behind it (`&mut PgConnection`, `impl PgExecutor<'_>`,
 /// `&impl ConnectionTrait`, `&mut AsyncPgConnection`).
 pub fn hands_in_connection(ty: &[Name]) -> bool {
+    // Asked for every parameter of every body: no allocation, and the short scans of `has`.
     ty.iter().any(|t| {
-        let lower = last(t).to_ascii_lowercase();
-        let lower = lower.trim_start_matches("impl ").trim_start_matches("dyn ");
-        (lower.contains("executor") || lower.contains("connection") || lower.ends_with("conn"))
-            && !lower.contains("pool")
-            && lower != "databaseconnection"
+        let t = last(t);
+        let t = t.strip_prefix("impl ").unwrap_or(t);
+        let t = t.strip_prefix("dyn ").unwrap_or(t);
+        (super::has(t, "Executor")
+            || super::has(t, "Connection")
+            || super::has(t, "connection")
+            || t.ends_with("Conn")
+            || t.ends_with("conn"))
+            && !super::has(t, "Pool")
+            && t != "DatabaseConnection"
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hands_in_connection;
+    use crate::name::Name;
+
+    #[test]
+    fn connections_and_executors_are_handed_in_pools_are_not() {
+        let ty = |names: &[&str]| names.iter().map(|n| Name::from(*n)).collect::<Vec<_>>();
+        for t in [
+            &["PgConnection"][..],
+            &["impl PgExecutor"],
+            &["sqlx::SqliteConnection"],
+            &["AsyncPgConnection"],
+            &["DbConn"],
+            &["impl ConnectionTrait"],
+        ] {
+            assert!(hands_in_connection(&ty(t)), "{t:?}");
+        }
+        for t in [
+            &["PgPool"][..],
+            &["PooledConnection", "Pool"],
+            &["DatabaseConnection"],
+            &["Client"],
+        ] {
+            assert!(!hands_in_connection(&ty(t)), "{t:?}");
+        }
+    }
 }

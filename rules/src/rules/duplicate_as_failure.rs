@@ -122,7 +122,7 @@ declare_rule! {
 /// An insert or a claim of a record.
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
-    (k.has(EffectKind::Write) || k.has(EffectKind::Claim)) && cx.effects().all().any(claims)
+    (k.has(EffectKind::Write) || k.has(EffectKind::Claim)) && cx.effects().any_order().any(claims)
 }
 
 /// A new row or key written once (not a lock, not a delete).
@@ -143,9 +143,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(claim) = cx.effs(c).find(|e| claims(e)) else {
             continue;
         };
-        if !idempotency_record(cx, c, claim) {
-            continue;
-        }
+        let mut record: Option<bool> = None;
         for t in query::tests_of(cx.body, c) {
             let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
                 continue;
@@ -153,6 +151,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             for (branch, at) in conflict_branches(cx, t, test, claim) {
                 if reported.contains(&branch) || reads_record(cx, c, t, branch, claim) {
                     continue;
+                }
+                if !*record.get_or_insert_with(|| idempotency_record(cx, c, claim)) {
+                    break;
                 }
                 let EventKind::Enter(Region::Branch { fails, .. }) =
                     cx.body.events[branch as usize].kind
@@ -205,14 +206,11 @@ fn keyed_by_request(cx: &RuleCx<'_>, c: u32) -> bool {
         let EventKind::Call(k) = &ev.kind else {
             continue;
         };
-        let names_key = k
-            .steps
-            .iter()
-            .any(|s| s.name.to_ascii_lowercase().contains("idempot"))
+        let names_key = k.steps.iter().any(|s| contains_folded(&s.name, "idempot"))
             || k.all_args().any(|a| {
                 a.strs()
                     .iter()
-                    .any(|s| s.to_ascii_lowercase().contains("idempotency-key"))
+                    .any(|s| contains_folded(s, "idempotency-key"))
             });
         if names_key {
             sources.extend(query::derived(cx.body, i as u32));
@@ -223,6 +221,13 @@ fn keyed_by_request(cx: &RuleCx<'_>, c: u32) -> bool {
             .all_args()
             .flat_map(|a| &a.paths)
             .any(|p| sources.iter().any(|s| s == query::first(p)))
+}
+
+/// Whether `hay` contains the lowercase `needle`, ignoring ASCII case (no allocation).
+fn contains_folded(hay: &str, needle: &str) -> bool {
+    hay.as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// The branches that run on the claim's conflict, as `(Enter event, event to report at)`.

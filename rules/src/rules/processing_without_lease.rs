@@ -99,7 +99,7 @@ declare_rule! {
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     (k.has(EffectKind::Write) || k.has(EffectKind::Claim))
-        && cx.effects().all().any(|e| claimed(e).is_some())
+        && cx.effects().any_order().any(|e| claimed(e).is_some())
 }
 
 /// The column a write claims a record with: a state column set to an in-progress value, or a

@@ -98,7 +98,7 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Effect, token_at: u32) -> O
 
 /// A token deleted or consumed.
 fn applies(cx: &RuleCx<'_>) -> bool {
-    cx.kinds().has(EffectKind::Write) && cx.effects().all().any(is_delete)
+    cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(is_delete)
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {

@@ -100,7 +100,7 @@ declare_rule! {
 
 /// A write of a state column.
 fn applies(cx: &RuleCx<'_>) -> bool {
-    cx.kinds().has(EffectKind::Write) && cx.effects().all().any(|e| moved_state(e).is_some())
+    cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(|e| moved_state(e).is_some())
 }
 
 /// The state column an update moves: a write that changes existing rows it picks, and sets a

@@ -112,7 +112,7 @@ fn applies(cx: &RuleCx<'_>) -> bool {
             || k.has(EffectKind::TxClosure)
             || k.has(EffectKind::Claim)
             || cx.effects().body.tx_param.is_some()
-            || cx.effects().all().any(|e| {
+            || cx.effects().any_order().any(|e| {
                 e.kind == EffectKind::Read && !e.in_memory
                     || e.kind == EffectKind::Write && e.temporary()
             }))
