@@ -110,6 +110,7 @@ fn run_with(
             callers: Default::default(),
             responses: Default::default(),
             updates: Default::default(),
+            handouts: Default::default(),
         };
         let found = par_map(&a.ids, threads, |id| {
             if is_test_file(krate.paths[id.file as usize]) {

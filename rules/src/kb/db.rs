@@ -213,6 +213,13 @@ pub(super) fn classify(
         let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
             .with_table(Some(table_of(&call.recv[0])));
         e.token = e.table.as_deref().is_some_and(is_token_name);
+        e.where_cols = call
+            .steps
+            .iter()
+            .filter(|s| DIESEL_FILTER_STEPS.contains(&s.name.as_str()))
+            .flat_map(|s| &s.args)
+            .flat_map(|a| a.eq_cols().iter().cloned())
+            .collect();
         e.locking = call
             .steps
             .iter()

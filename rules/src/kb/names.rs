@@ -424,6 +424,32 @@ pub fn is_time_column(column: &str) -> bool {
     }) || is_expiry_column(column)
 }
 
+/// A time column that says since when a record is held (`started_at`, `processing_started_at`,
+/// `heartbeat_at`, `locked_at`, `updated_at`, a lease's expiry), as opposed to when it is due
+/// (`scheduled_at`, `run_at`, `available_at`): a hand-out filtering on it takes held records
+/// back.
+pub fn is_hold_time_column(column: &str) -> bool {
+    is_time_column(column)
+        && (is_expiry_column(column)
+            || words(column).any(|w| {
+                matches!(
+                    w.as_str(),
+                    "started"
+                        | "start"
+                        | "heartbeat"
+                        | "locked"
+                        | "lease"
+                        | "claimed"
+                        | "picked"
+                        | "processing"
+                        | "updated"
+                        | "touched"
+                        | "attempted"
+                        | "fetched"
+                )
+            }))
+}
+
 /// Names an idempotency, request or dedup record — a table, entity, type or Redis key
 /// (`idempotency_keys`, `idem:{}`, `message_dedup`, `processed_events`, `inbox`,
 /// `api_requests`) — as opposed to a domain record that may happen to be unique.
@@ -508,6 +534,24 @@ pub fn is_conflict_variant(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hold_times_are_not_due_times() {
+        for c in [
+            "started_at",
+            "processing_started_at",
+            "heartbeat_at",
+            "locked_at",
+            "updated_at",
+            "lease_expires_at",
+            "locked_until",
+        ] {
+            assert!(is_hold_time_column(c), "{c}");
+        }
+        for c in ["scheduled_at", "run_at", "available_at", "created_at", "status"] {
+            assert!(!is_hold_time_column(c), "{c}");
+        }
+    }
 
     #[test]
     fn idempotency_records_and_their_keys() {

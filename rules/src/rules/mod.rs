@@ -14,7 +14,10 @@ use crate::effects::{
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, EventKind, Region, Sp};
-use crate::kb::names::{is_response_column, is_time_column};
+use crate::kb::names::{
+    is_hold_time_column, is_in_progress_value, is_response_column, is_state_column, is_time_column,
+    is_work,
+};
 use crate::name::Name;
 use crate::parse::Lines;
 use crate::query::{self, State};
@@ -105,6 +108,10 @@ pub(crate) struct CrateView<'a> {
     /// What the crate's updates set each `(table, column)` to (see
     /// [`CrateView::only_value`]), found on first use.
     pub updates: OnceLock<FxHashMap<(Name, Name), Option<Name>>>,
+    /// The work tables whose rows the crate hands out one holder at a time (see
+    /// [`CrateView::holds_exclusively`]), and whether one of them takes held rows back, found
+    /// on first use.
+    pub handouts: OnceLock<Vec<(Name, bool)>>,
 }
 
 impl<'a> CrateView<'a> {
@@ -156,6 +163,69 @@ impl<'a> CrateView<'a> {
 }
 
 impl<'a> CrateView<'a> {
+    /// The tables of the crate's hand-outs of work: `(table, state column)` where a row of a
+    /// work table (jobs, tasks, builds, a queue) is taken by one holder at a time — read with
+    /// `FOR UPDATE` (`SKIP LOCKED`) filtered on its state, or moved to an in-progress state by
+    /// a compare-and-set on that state. A hand-out that also picks held rows by age (`OR
+    /// (status = 'running' AND started_at < now() - ..)`) takes them back: its table is marked.
+    fn handouts(&self) -> &[(Name, bool)] {
+        self.handouts.get_or_init(|| {
+            let mut out: Vec<(Name, bool)> = Vec::new();
+            for (id, _) in self.facts.all_bodies() {
+                for e in self.effects[&id].direct.all() {
+                    let Some(t) = e.table.as_ref().filter(|t| is_work(t)) else {
+                        continue;
+                    };
+                    let on_state = |c: &Name| is_state_column(c);
+                    let hands_out = match e.kind {
+                        EffectKind::Read => e.locking && e.where_cols.iter().any(on_state),
+                        EffectKind::Write | EffectKind::Claim => {
+                            !e.insert
+                                && e.sets.iter().any(|a| {
+                                    e.where_cols.contains(&a.column)
+                                        && matches!(&a.value, AssignedValue::Const(v)
+                                            if is_in_progress_value(v))
+                                })
+                        }
+                        _ => false,
+                    };
+                    if !hands_out {
+                        continue;
+                    }
+                    let takes_back = e.where_cols.iter().any(|c| is_hold_time_column(c));
+                    match out.iter_mut().find(|(o, _)| o == t) {
+                        Some((_, back)) => *back |= takes_back,
+                        None => out.push((t.clone(), takes_back)),
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    /// Whether the crate hands rows of `table` out to one holder at a time (see
+    /// [`CrateView::handouts`]) and takes none of them back from a holder: no reaper of
+    /// `column` (see [`CrateView::reaps`]). The holder is then the only writer of a row it
+    /// holds. A prefixed table counts as its model's (`fang_tasks` for `Task`).
+    pub fn holds_exclusively(&self, table: &str, column: &str) -> bool {
+        let matching: Vec<&(Name, bool)> = self
+            .handouts()
+            .iter()
+            .filter(|(t, _)| {
+                query::same_state(Some(t), Some(table))
+                    || t.strip_suffix(table).is_some_and(|p| p.ends_with('_'))
+                    || table
+                        .strip_suffix(t.as_str())
+                        .is_some_and(|p| p.ends_with('_'))
+            })
+            .collect();
+        !matching.is_empty()
+            && !self.reaps(table, column)
+            && !matching
+                .iter()
+                .any(|(t, takes_back)| *takes_back || self.reaps(t, column))
+    }
+
     /// Where the crate calls body `id`: `(caller, call event)`.
     pub fn call_sites(&self, id: BodyId) -> &[(BodyId, u32)] {
         let callers = self.callers.get_or_init(|| {

@@ -7,7 +7,8 @@ use crate::diagnostic::Diagnostic;
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
 use crate::kb::names::{
-    is_deletion_marker, is_fencing_column, is_state_column, is_state_value, is_time_column,
+    is_deletion_marker, is_fencing_column, is_in_progress_value, is_state_column, is_state_value,
+    is_time_column, is_work,
 };
 use crate::query;
 
@@ -28,7 +29,10 @@ declare_rule! {
     /// upserts of new rows, for a row the function created itself (its key is the result of the
     /// function's own insert), for statements over the whole table, when the value written is the
     /// only one any update of the crate sets that column to (a `confirmed` flag set once: two
-    /// writes race to the same state), and under `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
+    /// writes race to the same state), for the holder's writes to a work row (a job, a task, a
+    /// build) that the crate hands out one holder at a time (`SELECT .. FOR UPDATE SKIP LOCKED`
+    /// filtered on the state, or a compare-and-set to an in-progress state) and never takes
+    /// back (no reaper: see `processing-without-lease`), and under `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
     /// `tx` parameter, a repository holding the caller's transaction) is judged at the call
     /// site, where the transaction and its reads are.
     ///
@@ -85,7 +89,9 @@ declare_rule! {
     /// Which columns are the key is not known without the schema: any filter column that is not
     /// named like a state, a version, an owner, a lease or a time is taken for part of the key.
     /// A guard kept outside the statement — a single writer, a queue that hands each record to
-    /// one consumer, a database trigger or constraint — is not seen. A write in a transaction
+    /// one consumer in memory, a database trigger or constraint — is not seen. The work-queue
+    /// silence trusts the hand-out: a second writer of a held job that is not a reaper (an
+    /// admin's cancel) is not reported. A write in a transaction
     /// handed in by a caller outside the crate (a trait implemented for another crate) is not
     /// judged. A state column named otherwise and assigned only bound values (`SET kind = $1`)
     /// is not recognised.
@@ -144,7 +150,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let Some(state) = moved_state(e) else {
                 continue;
             };
-            if guarded_filter(e, &state.column) || only_transition(cx, e, state) {
+            if guarded_filter(e, &state.column)
+                || only_transition(cx, e, state)
+                || holder_writes(cx, e, state)
+            {
                 continue;
             }
             // A write gained from a helper that runs on its own connection was judged in the
@@ -174,6 +183,17 @@ fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
         return false;
     };
     cx.krate.only_value(table, &state.column) == Some(v)
+}
+
+/// Is this a holder's write to a work row the crate hands out one holder at a time, and never
+/// takes back (no reaper)? Only the holder can write the row then. The claim itself (a write
+/// of an in-progress value) is not: its own lock or compare-and-set must make it exclusive.
+fn holder_writes(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
+    let Some(table) = e.table.as_deref().filter(|t| is_work(t)) else {
+        return false;
+    };
+    !matches!(&state.value, AssignedValue::Const(v) if is_in_progress_value(v))
+        && cx.krate.holds_exclusively(table, &state.column)
 }
 
 /// Does helper `h` (which runs in its caller's transaction) lock the row it writes before
