@@ -62,6 +62,9 @@ pub(crate) enum AssignedValue {
     Now,
     /// Something the analysis does not see (a bound local, an expression).
     Unknown,
+    /// The value of the body's parameter at this index of [`crate::ir::Body::params`]: a
+    /// caller that passes a constant gives it (see [`crate::summary::pass_arguments`]).
+    Param(u8),
 }
 
 /// One classified effect of an event.
@@ -115,6 +118,9 @@ pub(crate) struct Effect {
     pub what: Cow<'static, str>,
     /// The callee whose summary gives this effect.
     pub via: Option<BodyId>,
+    /// A value it sets was passed in by the call it was gained at (a constant argument for a
+    /// callee's parameter): the callee could not judge it, its caller can.
+    pub passed: bool,
     /// Schedule payload: field or captured names, and the payload's struct type.
     pub payload: Vec<Name>,
     pub payload_ty: Option<Name>,
@@ -146,6 +152,7 @@ impl Effect {
             tx_local: None,
             what: what.into(),
             via: None,
+            passed: false,
             payload: Vec::new(),
             payload_ty: None,
         }

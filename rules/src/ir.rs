@@ -344,6 +344,10 @@ impl ArgExtra {
     }
 }
 
+/// Marks an [`Arg::eq_values`] entry that is a plain local, not a constant (`state.eq(state)`
+/// gives `=state`): classification turns it into the body's parameter of that name.
+pub const LOCAL_VALUE: &str = "=";
+
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;

@@ -258,6 +258,19 @@ pub fn same_state(a: Option<&str>, b: Option<&str>) -> bool {
     }
 }
 
+/// [`same_state`], also across a table prefix: `fang_tasks` is the table of a `Task` (a
+/// model's table is often its name with the application's prefix).
+pub fn same_table_prefixed(a: Option<&str>, b: Option<&str>) -> bool {
+    same_state(a, b)
+        || match (a, b) {
+            (Some(a), Some(b)) => {
+                a.strip_suffix(b).is_some_and(|p| p.ends_with('_'))
+                    || b.strip_suffix(a).is_some_and(|p| p.ends_with('_'))
+            }
+            _ => false,
+        }
+}
+
 /// Whether the result of call event `r` is used: bound to a name, or tested.
 pub fn result_used(body: &Body, r: u32) -> bool {
     body.events.iter().any(|e| {

@@ -4,10 +4,10 @@
 //! call site gains from its callees' summaries ([`widen`]).
 
 use crate::apis::GUARD_RETURN_WORDS;
-use crate::effects::{BodyEffects, CallSiteEffects, Effect, EffectKind};
+use crate::effects::{AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
-use crate::ir::{Body, EventKind};
+use crate::ir::{Body, Call, EventKind};
 use crate::par::par_map;
 
 /// One effect a body has when called, with its evidence.
@@ -216,8 +216,15 @@ pub(crate) fn summarize(
                         exported(kind, body, facts)
                     };
                     if ok {
+                        let mut effect = e.effect.clone();
+                        if let EventKind::Call(call) = &body.events[*i as usize].kind {
+                            pass_arguments(&mut effect, bodies[c], body, call);
+                            // Passed in here: this body's own call site shows it, not its
+                            // callers'.
+                            effect.passed = false;
+                        }
                         add.push(Exported {
-                            effect: e.effect.clone(),
+                            effect,
                             at: *i,
                             callee: Some(*c),
                         });
@@ -293,6 +300,9 @@ pub(crate) fn widen(
                     }
                     let mut e = e.clone();
                     e.via = Some(*c);
+                    if let EventKind::Call(call) = &body.events[i].kind {
+                        pass_arguments(&mut e, bodies[c], body, call);
+                    }
                     gained.push((i as u32, e));
                 }
             }
@@ -300,6 +310,53 @@ pub(crate) fn widen(
         CallSiteEffects::new(gained)
     });
     PerBody::new_like(bodies, gained)
+}
+
+/// Gives a callee's effect the values its caller passes: a set whose value is the callee's
+/// parameter (`AssignedValue::Param`) takes the call's argument for it — a constant
+/// (`update_state(id, State::Running)`), or the caller's own parameter, for the caller's
+/// callers. Arguments count from the callee's first parameter, `self` included for a path
+/// call (`Self::update(self, ..)`, `Type::update(conn, ..)`), after it for a method call.
+pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, call: &Call) {
+    if !e
+        .sets
+        .iter()
+        .any(|a| matches!(a.value, AssignedValue::Param(_)))
+    {
+        return;
+    }
+    let Some(step) = call.steps.first() else {
+        return;
+    };
+    let skip = usize::from(
+        call.func.is_empty() && callee.params.first().is_some_and(|(n, _)| n == "self"),
+    );
+    let mut sets = e.sets.to_vec();
+    for a in &mut sets {
+        let AssignedValue::Param(k) = a.value else {
+            continue;
+        };
+        let arg = (k as usize)
+            .checked_sub(skip)
+            .and_then(|i| step.args.get(i));
+        a.value = match arg {
+            Some(arg) if arg.value().is_some() => {
+                e.passed = true;
+                AssignedValue::Const(arg.value().cloned().unwrap_or_default())
+            }
+            Some(arg) => match (arg.paths.as_slice(), arg.calls().is_empty()) {
+                ([one], true) => caller
+                    .params
+                    .iter()
+                    .position(|(n, _)| n == one)
+                    .filter(|&p| p <= u8::MAX as usize)
+                    .map_or(AssignedValue::Unknown, |p| AssignedValue::Param(p as u8)),
+                _ => AssignedValue::Unknown,
+            },
+            None => AssignedValue::Unknown,
+        };
+    }
+    e.sets = sets.into();
 }
 
 /// Whether the result of call event `call` is bound to a local (a guard or a transaction

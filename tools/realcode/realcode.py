@@ -156,10 +156,14 @@ def matches(label, finding):
     """The finding reports the labelled place: at it, or through a call chain that ends there."""
     if label["rule"] != finding["rule"]:
         return False
-    lo, _, hi = label["lines"].partition("-")
-    lo, hi = int(lo), int(hi or lo)
     places = [(finding["path"], finding["line"])] + finding.get("via", [])
-    return any(p == label["path"] and lo - SLACK <= line <= hi + SLACK for p, line in places)
+    # One range (`120-134`) or several (`41-47,90-96`).
+    for part in label["lines"].split(","):
+        lo, _, hi = part.strip().partition("-")
+        lo, hi = int(lo), int(hi or lo)
+        if any(p == label["path"] and lo - SLACK <= line <= hi + SLACK for p, line in places):
+            return True
+    return False
 
 
 def main():

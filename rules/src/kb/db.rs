@@ -12,6 +12,7 @@ use crate::apis::{
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
+use crate::ir::LOCAL_VALUE;
 use crate::name::Name;
 use crate::sql::{SqlInfo, SqlKind, is_plain_key};
 
@@ -189,9 +190,11 @@ pub(super) fn classify(
             .flat_map(|a| a.eq_cols().iter().zip(a.eq_values()))
             .map(|(col, value)| Assigned {
                 column: col.clone(),
-                value: value
-                    .clone()
-                    .map_or(AssignedValue::Unknown, AssignedValue::Const),
+                value: match value.as_deref().map(|v| v.strip_prefix(LOCAL_VALUE)) {
+                    None => AssignedValue::Unknown,
+                    Some(Some(local)) => cx.param_value(local),
+                    Some(None) => AssignedValue::Const(value.clone().unwrap_or_default()),
+                },
             })
             .collect();
         return Some(e);

@@ -548,7 +548,13 @@ mod tests {
         ] {
             assert!(is_hold_time_column(c), "{c}");
         }
-        for c in ["scheduled_at", "run_at", "available_at", "created_at", "status"] {
+        for c in [
+            "scheduled_at",
+            "run_at",
+            "available_at",
+            "created_at",
+            "status",
+        ] {
             assert!(!is_hold_time_column(c), "{c}");
         }
     }

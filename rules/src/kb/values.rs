@@ -13,6 +13,26 @@ use crate::name::Name;
 use crate::sql::{SqlInfo, SqlValue};
 
 impl Classifier<'_> {
+    /// What an argument gives a column: its constant, or the body's parameter it is (`state`,
+    /// `&state`), or nothing seen.
+    pub fn arg_value(&self, a: &crate::ir::Arg) -> AssignedValue {
+        if let Some(v) = a.value() {
+            return AssignedValue::Const(v.clone());
+        }
+        match (a.paths.as_slice(), a.calls().is_empty() && a.ev.is_none()) {
+            ([one], true) => self.param_value(one),
+            _ => AssignedValue::Unknown,
+        }
+    }
+
+    /// The body's parameter named `name`, as a value.
+    pub fn param_value(&self, name: &str) -> AssignedValue {
+        match self.body.params.iter().position(|(n, _)| n == name) {
+            Some(k) if k <= u8::MAX as usize => AssignedValue::Param(k as u8),
+            _ => AssignedValue::Unknown,
+        }
+    }
+
     /// The class of a place: `self`, `self.db`, `state.http`, a local.
     pub fn place_class(&self, parts: &[Name]) -> Option<Class> {
         let first = parts.first()?;
@@ -189,27 +209,30 @@ impl Classifier<'_> {
     /// call shows them: `.bind(x)` steps and `query!` arguments in order (`$n`, the n-th `?`),
     /// `.bind("name", x)` for `:name` / `@name`.
     pub fn sql_assignments(&self, sql: &SqlInfo, call: &Call) -> Vec<Assigned> {
-        let mut positional: Vec<Option<&Name>> = Vec::new();
-        let mut named: Vec<(&Name, Option<&Name>)> = Vec::new();
+        let mut positional: Vec<AssignedValue> = Vec::new();
+        let mut named: Vec<(&Name, AssignedValue)> = Vec::new();
         for (i, step) in call.steps.iter().enumerate() {
             if step.name == "bind" {
                 match step.args.as_slice() {
-                    [one] => positional.push(one.value()),
+                    [one] => positional.push(self.arg_value(one)),
                     [name, value] => {
                         if let Some(n) = name.strs().first() {
-                            named.push((n, value.value()));
+                            named.push((n, self.arg_value(value)));
                         }
                     }
                     _ => {}
                 }
             } else if let Some(items) = step.args.iter().find(|a| !a.items().is_empty()) {
                 // tokio-postgres: `execute(sql, &[&a, &b])`.
-                positional.extend(items.items().iter().map(Option::as_ref));
+                positional.extend(items.items().iter().map(|v| {
+                    v.as_ref()
+                        .map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone()))
+                }));
             } else if i == 0 && step.name.ends_with('!') {
                 // `query!("..", a, b)`, `query_as!(T, "..", a, b)`: the arguments after the SQL.
                 let sql_at = step.args.iter().position(|a| a.sql().is_some());
                 if let Some(at) = sql_at {
-                    positional.extend(step.args[at + 1..].iter().map(|a| a.value()));
+                    positional.extend(step.args[at + 1..].iter().map(|a| self.arg_value(a)));
                 }
             }
         }
@@ -222,13 +245,13 @@ impl Classifier<'_> {
                     SqlValue::Expr => AssignedValue::Unknown,
                     SqlValue::Param(p) => {
                         let bound = match p.strip_prefix(['$', '?']).map(str::parse::<usize>) {
-                            Some(Ok(n)) if n >= 1 => positional.get(n - 1).copied().flatten(),
+                            Some(Ok(n)) if n >= 1 => positional.get(n - 1),
                             _ => named
                                 .iter()
                                 .find(|(n, _)| p.get(1..) == Some(n.as_str()))
-                                .and_then(|(_, v)| *v),
+                                .map(|(_, v)| v),
                         };
-                        bound.map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone()))
+                        bound.cloned().unwrap_or(AssignedValue::Unknown)
                     }
                 };
                 Assigned {

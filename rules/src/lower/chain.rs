@@ -260,7 +260,11 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             {
                 a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
                 let assigned = (name == "eq").then(|| m.args.first_item()).flatten();
-                a.eq_values.push(assigned.and_then(|v| value_text(v, true)));
+                a.eq_values.push(assigned.and_then(|v| {
+                    value_text(v, true).or_else(|| {
+                        plain_local(v).map(|l| Name::from(format!("{}{l}", crate::ir::LOCAL_VALUE)))
+                    })
+                }));
             }
             arg_scan(&m.receiver, a, d);
             m.args.each().for_each(|x| arg_scan(x, a, d));
@@ -315,4 +319,19 @@ pub(super) fn is_noise(call: &Call) -> bool {
     // `Type::new(..)`: only std containers and wrappers; a crate or client type may matter.
     let ty = call.func[call.func.len() - 2].as_str();
     apis::NOISE_FNS.contains(&last) && apis::STD_VALUE_TYPES.contains(&ty) && steps_noise(1)
+}
+
+/// A plain local (`state`, `&state`, `*state`), by name.
+fn plain_local(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
+            let id = p.path.segments.first_item()?.ident.to_string();
+            id.starts_with(|c: char| c.is_lowercase() || c == '_')
+                .then_some(id)
+        }
+        Expr::Reference(r) => plain_local(&r.expr),
+        Expr::Unary(u) => plain_local(&u.expr),
+        Expr::Paren(p) => plain_local(&p.expr),
+        _ => None,
+    }
 }

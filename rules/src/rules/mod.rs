@@ -211,13 +211,7 @@ impl<'a> CrateView<'a> {
         let matching: Vec<&(Name, bool)> = self
             .handouts()
             .iter()
-            .filter(|(t, _)| {
-                query::same_state(Some(t), Some(table))
-                    || t.strip_suffix(table).is_some_and(|p| p.ends_with('_'))
-                    || table
-                        .strip_suffix(t.as_str())
-                        .is_some_and(|p| p.ends_with('_'))
-            })
+            .filter(|(t, _)| query::same_table_prefixed(Some(t), Some(table)))
             .collect();
         !matching.is_empty()
             && !self.reaps(table, column)

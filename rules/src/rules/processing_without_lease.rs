@@ -82,8 +82,11 @@ declare_rule! {
     /// ### Known problems
     ///
     /// The in-progress value must be visible: a literal in the SQL, a constant bound to the
-    /// statement or assigned to the model (`Set(JobStatus::Running)`). A value computed
-    /// elsewhere and passed as a variable is not seen. Expiry and owner columns are recognised
+    /// statement or assigned to the model (`Set(JobStatus::Running)`), or a constant passed to
+    /// a crate helper that binds its parameter to the column (`set_state(conn, id,
+    /// TaskState::InProgress)`, through any number of helpers), reported at that call. A value
+    /// computed elsewhere and passed as a variable is not seen, nor one passed through sync
+    /// code that makes no database call of its own (its arguments are not kept). Expiry and owner columns are recognised
     /// by name, and so is a reaper's time column; a reaper in another service (a cron job, a
     /// database trigger) is not seen.
     pub(crate) static RULE = {
@@ -126,8 +129,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
     for w in 0..cx.body.events.len() as u32 {
         for e in cx.effs(w) {
-            // A claim made in a helper is reported in the helper.
-            if e.via.is_some() {
+            // A claim made in a helper is reported in the helper, unless the in-progress value
+            // is passed in here (`set_state(id, State::Running)`): only the caller shows it.
+            if e.via.is_some() && !e.passed {
                 continue;
             }
             // A key that expires on its own is its own lease.

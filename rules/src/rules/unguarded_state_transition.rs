@@ -287,7 +287,8 @@ fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> 
         });
     };
     let in_tx = |r: u32| cx.state(r).txs.contains(tx);
-    let same_row = |e: &Effect| query::same_state(e.table.as_deref(), write.table.as_deref());
+    let same_row =
+        |e: &Effect| query::same_table_prefixed(e.table.as_deref(), write.table.as_deref());
     let from = if tx.event == query::TX_PARAM {
         0
     } else {
@@ -324,7 +325,7 @@ fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> 
 fn state_read(cx: &RuleCx<'_>, r: u32, w: u32, write: &Effect, column: &str) -> bool {
     cx.effs(r).any(|read| {
         read.kind == EffectKind::Read
-            && query::same_state(read.table.as_deref(), write.table.as_deref())
+            && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
             && (read
                 .where_cols
                 .iter()
