@@ -6,7 +6,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// Finds code that lets stale messages overwrite current state: check-before-lock races,
 /// remote calls inside transactions, tokens deleted before the effect, timers without an
-/// operation id.
+/// operation id, state updates by key alone, timeouts recorded as failures, claims without a
+/// lease, duplicates answered as failures (`cargo staleguard rules` lists them).
 ///
 /// With no PATH, lints every member of the Cargo workspace around the current directory
 /// (found with `cargo metadata --no-deps`; nothing is built). A PATH holding a `Cargo.toml`

@@ -575,6 +575,30 @@ pub(crate) const UNIQUE_VIOLATION_CHECKS: &[&str] = &[
     "is_duplicate_entry",
 ];
 
+// --- Timeouts (tokio::time, reqwest, hyper, tonic, aws-sdk, std::io) ---
+/// Methods that tell a timeout apart from other errors.
+pub(crate) const TIMEOUT_CHECKS: &[&str] = &[
+    "is_timeout",
+    "is_elapsed",
+    "is_timed_out",
+    "timed_out",
+    "is_deadline_exceeded",
+];
+/// Error variants and codes of a timeout (by last segment): tokio's `Elapsed`, tonic's
+/// `Code::DeadlineExceeded`, `io::ErrorKind::TimedOut`, aws-sdk's `TimeoutError`.
+pub(crate) const TIMEOUT_VALUES: &[&str] = &[
+    "Elapsed",
+    "DeadlineExceeded",
+    "TimedOut",
+    "Timeout",
+    "TimeoutError",
+    "OperationTimedOut",
+];
+/// HTTP builder steps of a request that changes nothing on the remote side.
+pub(crate) const READ_ONLY_HTTP_STEPS: &[&str] = &["get", "head"];
+/// Request builder steps that change something (`post`, `put`, .., `request(Method::POST, ..)`).
+pub(crate) const WRITING_HTTP_STEPS: &[&str] = &["post", "put", "patch", "delete", "request"];
+
 pub(crate) const RESULT_CHECK_STEPS: &[&str] = &[
     "rows_affected",
     "ok_or",

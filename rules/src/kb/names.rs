@@ -221,6 +221,39 @@ const LIFECYCLE_WORDS: &[&str] = &[
     "redeemed",
 ];
 
+/// A state value that records a definite failure or an abandonment (`FAILED`, `Declined`,
+/// `cancelled`, `error`), as opposed to an unknown outcome or a pending one.
+pub fn is_failure_value(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    let joined: String = words(last).collect();
+    matches!(
+        joined.as_str(),
+        "failed"
+            | "failure"
+            | "fail"
+            | "error"
+            | "errored"
+            | "cancelled"
+            | "canceled"
+            | "declined"
+            | "rejected"
+            | "aborted"
+            | "paymentfailed"
+            | "chargefailed"
+    )
+}
+
+/// A function that undoes a remote effect or its local record (`refund`, `compensate`,
+/// `revert_charge`, `reverse_transfer`): run on a timeout, it undoes what may have happened.
+pub fn is_compensation(name: &str) -> bool {
+    words(name).any(|w| {
+        matches!(
+            w.as_str(),
+            "refund" | "compensate" | "compensation" | "revert" | "reverse"
+        )
+    })
+}
+
 /// The value words of work in progress (`PROCESSING`, `InProgress`, `running`).
 const IN_PROGRESS: &[&str] = &[
     "processing",

@@ -243,16 +243,15 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
     // A claim that reports a conflict as "nothing done" (zero rows, no row returned, `false`),
     // not as an error.
     let quiet = claim.kind == EffectKind::Claim;
-    let branches = following_branches(cx, t);
+    let branches = cx.following_branches(t);
     let then_else = |conflict_is_then: bool| {
         let k = if conflict_is_then { 0 } else { 1 };
         branches.get(k).map(|&b| (b, t)).into_iter().collect()
     };
     match test.role {
-        TestRole::Guard if unique_test => enclosing_branch(cx, t)
-            .map(|b| (b, t))
-            .into_iter()
-            .collect(),
+        TestRole::Guard if unique_test => {
+            cx.enclosing_branch(t).map(|b| (b, t)).into_iter().collect()
+        }
         TestRole::If | TestRole::While => {
             if unique_test {
                 return then_else(!test.negated);
@@ -311,37 +310,6 @@ fn absence_test(cx: &RuleCx<'_>, test: &Test) -> bool {
             if call.steps.iter().any(|s| matches!(s.name.as_str(), "is_err" | "is_ok" | "err" | "ok")))
     });
     !names_result && !error_check
-}
-
-/// The `Enter` events of the branches right after test `t`: an `if`'s then and else blocks, a
-/// `match`'s arms, a `let .. else`'s else block.
-fn following_branches(cx: &RuleCx<'_>, t: u32) -> Vec<u32> {
-    let evs = &cx.body.events;
-    let mut out = Vec::new();
-    let mut i = t + 1;
-    while let Some(EventKind::Enter(Region::Branch { .. })) = evs.get(i as usize).map(|e| &e.kind) {
-        out.push(i);
-        i = cx.region_end(i) + 1;
-    }
-    out
-}
-
-/// The innermost branch that event `t` is in (a guard's match arm).
-fn enclosing_branch(cx: &RuleCx<'_>, t: u32) -> Option<u32> {
-    let mut depth = 0u32;
-    for i in (0..t).rev() {
-        match &cx.body.events[i as usize].kind {
-            EventKind::Leave => depth += 1,
-            EventKind::Enter(r) => {
-                if depth == 0 {
-                    return matches!(r, Region::Branch { .. }).then_some(i);
-                }
-                depth -= 1;
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// Does the body read the claimed record where the conflict's answer can use it: before the

@@ -72,6 +72,7 @@ mod check_before_lock;
 mod duplicate_as_failure;
 mod processing_without_lease;
 mod rpc_in_transaction;
+mod timeout_as_failure;
 mod timeout_without_operation_id;
 mod token_deleted_before_effect;
 mod unguarded_state_transition;
@@ -83,6 +84,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &token_deleted_before_effect::RULE,
     &timeout_without_operation_id::RULE,
     &unguarded_state_transition::RULE,
+    &timeout_as_failure::RULE,
     &processing_without_lease::RULE,
     &duplicate_as_failure::RULE,
 ];
@@ -422,6 +424,39 @@ impl<'a> RuleCx<'a> {
         (enter as usize + 1..self.body.events.len())
             .find(|&j| enter_of[j] == Some(enter))
             .unwrap_or(self.body.events.len()) as u32
+    }
+
+    /// The `Enter` events of the branches right after test `t`: an `if`'s then and else
+    /// blocks, a `match`'s arms, a `let .. else`'s else block.
+    pub fn following_branches(&self, t: u32) -> Vec<u32> {
+        let evs = &self.body.events;
+        let mut out = Vec::new();
+        let mut i = t + 1;
+        while let Some(EventKind::Enter(Region::Branch { .. })) =
+            evs.get(i as usize).map(|e| &e.kind)
+        {
+            out.push(i);
+            i = self.region_end(i) + 1;
+        }
+        out
+    }
+
+    /// The innermost branch that event `t` is in (a guard's match arm).
+    pub fn enclosing_branch(&self, t: u32) -> Option<u32> {
+        let mut depth = 0u32;
+        for i in (0..t).rev() {
+            match &self.body.events[i as usize].kind {
+                EventKind::Leave => depth += 1,
+                EventKind::Enter(r) => {
+                    if depth == 0 {
+                        return matches!(r, Region::Branch { .. }).then_some(i);
+                    }
+                    depth -= 1;
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     /// The `[start, end)` event ranges of the closures and async blocks handed to call `s`

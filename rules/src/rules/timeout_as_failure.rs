@@ -1,0 +1,396 @@
+//! `timeout-as-failure`: a remote call's timeout recorded as a definite failure (a FAILED /
+//! cancelled state written, a refund or compensation run) on the path where the call timed out
+//! or where its error is not told apart from a timeout.
+
+use super::RuleCx;
+use crate::apis::{
+    READ_ONLY_HTTP_STEPS, TIMEOUT_CHECKS, TIMEOUT_FNS, TIMEOUT_VALUES, WRITING_HTTP_STEPS,
+};
+use crate::diagnostic::Diagnostic;
+use crate::effects::{AssignedValue, Effect, EffectKind};
+use crate::ir::{EventKind, Test, TestRole};
+use crate::kb::names::{is_compensation, is_failure_value, is_state_column};
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a remote call — an HTTP request that changes something, a gRPC call, an AWS call,
+    /// a crate helper that makes one — whose timeout is recorded as a definite failure: on the
+    /// path where the call timed out, a state column is set to a failure value (`FAILED`,
+    /// `Declined`, `cancelled`, ..) or a refund or compensation runs. The timeout path is the
+    /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
+    /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
+    /// does not tell timeouts apart from other errors.
+    ///
+    /// It stays silent when the timeout leads to an unknown or pending state (`UNKNOWN`,
+    /// `pending`, `needs_reconciliation`), to a status query of the remote, or to a retry; when
+    /// the error branch separates timeouts and only the other errors are recorded as
+    /// failures; and for read-only requests (`GET`, `HEAD`).
+    ///
+    /// ### Why is this bad?
+    ///
+    /// A timeout is not an answer: the request may have reached the remote side and done its
+    /// work, and only the reply was lost. Recording it as failed makes the local state
+    /// contradict the remote one:
+    ///
+    /// ```text
+    /// t0  POST /charges {order 7}            -> the provider charges the card
+    /// t1  the reply is slow; our 5 s timeout fires
+    /// t2  UPDATE orders SET status = 'payment_failed' WHERE id = 7
+    /// t3  the customer pays again              <- charged twice
+    /// ```
+    ///
+    /// A refund or a compensation run on the timeout undoes something that may not have
+    /// happened, or happens twice when the remote did act.
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// match tokio::time::timeout(Duration::from_secs(5), gateway.charge(&order)).await {
+    ///     Ok(Ok(receipt)) => mark_paid(&db, order.id, receipt).await?,
+    ///     Ok(Err(declined)) => mark_failed(&db, order.id, declined).await?,
+    ///     Err(_elapsed) => mark_failed(&db, order.id, "timeout").await?,
+    /// }
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Record a timeout as UNKNOWN and let a reconciler ask the remote side (by the operation
+    /// id it was sent with) what happened; retry only with the same idempotency key:
+    ///
+    /// ```rust,ignore
+    /// match tokio::time::timeout(Duration::from_secs(5), gateway.charge(&order)).await {
+    ///     Ok(Ok(receipt)) => mark_paid(&db, order.id, receipt).await?,
+    ///     Ok(Err(declined)) => mark_failed(&db, order.id, declined).await?,
+    ///     Err(_elapsed) => mark_unknown(&db, order.id).await?, // reconciled later
+    /// }
+    /// ```
+    ///
+    /// `#[staleguard::idempotent(..)]` records a body error that is not definite (a timeout)
+    /// as UNKNOWN for its reconciler, never as FAILED.
+    ///
+    /// ### Known problems
+    ///
+    /// The failure must be recorded in the same function as the call, in a branch on the
+    /// call's result: an error handed up with `?` and recorded by a caller, or mapped in a
+    /// closure (`map_err`, `unwrap_or_else`), is not followed. A `tokio::select!` with a sleep
+    /// branch is not read as a timeout. Failure values and compensation functions are
+    /// recognised by name (`failed`, `declined`, `cancelled`; `refund`, `compensate`,
+    /// `revert`). A retry under a new operation id is not recognised.
+    pub(crate) static RULE = {
+        name: "timeout-as-failure",
+        level: Error,
+        summary: "timeout of a remote call recorded as a definite failure instead of unknown",
+        applies: applies,
+        check: check,
+    };
+}
+
+/// A remote call, and a failure recorded.
+fn applies(cx: &RuleCx<'_>) -> bool {
+    let k = cx.kinds();
+    k.has(EffectKind::Remote)
+        && (k.has(EffectKind::Write) || k.has(EffectKind::Claim) || has_compensation_call(cx))
+}
+
+fn has_compensation_call(cx: &RuleCx<'_>) -> bool {
+    cx.body
+        .events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::Call(c) if names_compensation(c)))
+}
+
+/// Which path of a call's result a branch is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The call timed out (`Err(Elapsed)`, `e.is_timeout()`).
+    Timeout,
+    /// The call failed, timeouts and refusals alike.
+    AnyError,
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let mut reported: Vec<u32> = Vec::new();
+    for r in 0..cx.body.events.len() as u32 {
+        let Some(remote) = cx.eff(r, EffectKind::Remote) else {
+            continue;
+        };
+        // A helper that also writes state is a unit of work, not a remote call: its failure
+        // is the work's (a build that failed and will be retried).
+        if read_only(cx, r) || remote.via.is_some_and(|h| writes_state(cx, h)) {
+            continue;
+        }
+        // The result tested is the call's own, or that of a `timeout(..)` around it.
+        let (tested, wrapped) = match timeout_around(cx, r) {
+            Some(w) => (w, true),
+            None => (r, is_timeout_call(cx, r)),
+        };
+        for t in crate::query::tests_of(cx.body, tested) {
+            let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
+                continue;
+            };
+            for (branch, path) in error_branches(cx, t, test, wrapped) {
+                let end = cx.region_end(branch);
+                let error = crate::query::derived(cx.body, tested);
+                for (at, path) in failure_records(cx, branch + 1, end, path, &error) {
+                    if reported.contains(&at) {
+                        continue;
+                    }
+                    reported.push(at);
+                    out.push(report(cx, r, at, remote, path));
+                }
+            }
+        }
+    }
+}
+
+/// The `timeout(..)` call whose argument is call `r` (`timeout(d, client.post(u).send())`),
+/// or the local it was bound to (`let call = ..; timeout(d, call)`).
+fn timeout_around(cx: &RuleCx<'_>, r: u32) -> Option<u32> {
+    let held = crate::query::derived(cx.body, r);
+    (r + 1..cx.body.events.len() as u32).take(6).find(|&w| {
+        matches!(&cx.body.events[w as usize].kind, EventKind::Call(c)
+        if TIMEOUT_FNS.contains(&c.func_last())
+            && c.all_args().any(|a| {
+                a.ev == Some(r)
+                    || a.paths.iter().any(|p| held.contains(crate::query::first(p)))
+            }))
+    })
+}
+
+/// Does crate body `h` write state itself (or through its callees)?
+fn writes_state(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
+    cx.krate.summary(h).is_some_and(|s| {
+        s.effects.iter().any(|x| {
+            matches!(x.effect.kind, EffectKind::Write | EffectKind::Claim) && !x.effect.in_memory
+        })
+    })
+}
+
+/// Is call `r` a `timeout(..)` itself (driving a request future held in a local)?
+fn is_timeout_call(cx: &RuleCx<'_>, r: u32) -> bool {
+    matches!(&cx.body.events[r as usize].kind, EventKind::Call(c) if TIMEOUT_FNS.contains(&c.func_last()))
+}
+
+/// A request that changes nothing: an HTTP `get` / `head` builder, with no writing step.
+fn read_only(cx: &RuleCx<'_>, r: u32) -> bool {
+    let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    let step = |names: &[&str]| call.steps.iter().any(|s| names.contains(&s.name.as_str()));
+    step(READ_ONLY_HTTP_STEPS) && !step(WRITING_HTTP_STEPS)
+}
+
+/// The branches after test `t` of a call's result that run when the call failed: with a
+/// `timeout(..)` around the call, its outer `Err` (the deadline passed); without, the call's
+/// own `Err` (any error, timeouts among them).
+fn error_branches(cx: &RuleCx<'_>, t: u32, test: &Test, wrapped: bool) -> Vec<(u32, Path)> {
+    let path = if wrapped {
+        Path::Timeout
+    } else {
+        Path::AnyError
+    };
+    let branches = cx.following_branches(t);
+    let outer_err = |pat: &[crate::name::Name]| pat.first().is_some_and(|v| v == "Err");
+    match test.role {
+        TestRole::Match => {
+            // Arms in order: an `Err` arm that names a timeout (`Err(Error::Timeout)`, `Err(e)
+            // if e.is_timeout()`) is the timeout path, and takes timeouts from the arms after
+            // it; an arm that names another error (`Err(Error::Declined)`) is a refusal.
+            let mut out = Vec::new();
+            let mut timeouts_taken = false;
+            for (&b, pat) in branches.iter().zip(test.pats.iter()) {
+                if !outer_err(pat) {
+                    continue;
+                }
+                if pat.iter().any(|v| TIMEOUT_VALUES.contains(&v.as_str()))
+                    || guard_tests_timeout(cx, b)
+                {
+                    timeouts_taken = true;
+                    out.push((b, Path::Timeout));
+                } else if pat.len() == 1 && !timeouts_taken {
+                    out.push((b, path));
+                }
+            }
+            out
+        }
+        TestRole::If => {
+            let err_then = match test.pats.first() {
+                Some(p) if outer_err(p) => true,
+                Some(p) if p.first().is_some_and(|v| v == "Ok") => false,
+                Some(_) => return Vec::new(),
+                None if is_err_check(cx, test) => !test.negated,
+                None => return Vec::new(),
+            };
+            let k = usize::from(!err_then);
+            branches.get(k).map(|&b| (b, path)).into_iter().collect()
+        }
+        TestRole::LetElse
+            if test
+                .pats
+                .first()
+                .is_some_and(|p| p.first().is_some_and(|v| v == "Ok")) =>
+        {
+            branches.first().map(|&b| (b, path)).into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Does the match arm entered at `b` have a guard that tells a timeout apart (`Err(e) if
+/// e.is_timeout()`)?
+fn guard_tests_timeout(cx: &RuleCx<'_>, b: u32) -> bool {
+    // The guard comes first in the arm, after the pattern's bindings and the calls it makes.
+    cx.body.events[b as usize + 1..]
+        .iter()
+        .take_while(|e| {
+            matches!(e.kind, EventKind::Bind(_) | EventKind::Call(_))
+                || matches!(&e.kind, EventKind::Cond(t) if t.role != TestRole::If)
+        })
+        .any(|e| matches!(&e.kind, EventKind::Cond(t) if t.role == TestRole::Guard && tests_timeout(cx, t)))
+}
+
+/// `res.is_err()` (negated: `res.is_ok()`, `!res.is_err()`).
+fn is_err_check(cx: &RuleCx<'_>, test: &Test) -> bool {
+    test.calls.iter().any(|&k| {
+        matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
+            if call.steps.iter().any(|s| s.name == "is_err"))
+    }) && !test.negated
+        || test.calls.iter().any(|&k| {
+            matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
+                if call.steps.iter().any(|s| s.name == "is_ok"))
+        }) && test.negated
+}
+
+/// Does test `test` tell a timeout apart (`e.is_timeout()`, `Code::DeadlineExceeded`,
+/// `Err(Elapsed)`)?
+fn tests_timeout(cx: &RuleCx<'_>, test: &Test) -> bool {
+    test.values
+        .iter()
+        .chain(test.pats.iter().flatten())
+        .any(|v| TIMEOUT_VALUES.contains(&v.as_str()))
+        || test.calls.iter().any(|&k| {
+            matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
+                if call.steps.iter().any(|s| TIMEOUT_CHECKS.contains(&s.name.as_str())))
+        })
+}
+
+/// The events in `[from, to)` that record a definite failure on the timeout path. On a path
+/// of any error, a test inside that tells timeouts apart hands the question to its timeout
+/// branches, and what follows it is taken for the refusals' path (which may record failures).
+fn failure_records(
+    cx: &RuleCx<'_>,
+    from: u32,
+    to: u32,
+    path: Path,
+    error: &crate::fxhash::FxHashSet<crate::name::Name>,
+) -> Vec<(u32, Path)> {
+    let mut out = Vec::new();
+    let mut i = from;
+    while i < to {
+        // A test that classifies the error some other way (`if is_limit_error(&e)`,
+        // `match e { Declined => .. }`) picks refusals: what it guards is not judged.
+        if path == Path::AnyError
+            && let EventKind::Cond(test) = &cx.body.events[i as usize].kind
+            && matches!(test.role, TestRole::If | TestRole::Match)
+            && !tests_timeout(cx, test)
+            && test
+                .deps
+                .iter()
+                .any(|d| error.contains(crate::query::first(d)))
+        {
+            let branches = cx.following_branches(i);
+            i = branches.last().map_or(i, |&b| cx.region_end(b)) + 1;
+            continue;
+        }
+        // (A comparison inside a condition is its own `Other` test, followed by the `if`.)
+        if let EventKind::Cond(test) = &cx.body.events[i as usize].kind
+            && test.role != TestRole::Other
+            && tests_timeout(cx, test)
+        {
+            let branches = cx.following_branches(i);
+            let timeout_branches: Vec<u32> = match test.role {
+                TestRole::Match => branches
+                    .iter()
+                    .zip(test.pats.iter())
+                    .filter(|(_, pat)| pat.iter().any(|v| TIMEOUT_VALUES.contains(&v.as_str())))
+                    .map(|(&b, _)| b)
+                    .collect(),
+                TestRole::If => branches
+                    .get(usize::from(test.negated))
+                    .copied()
+                    .into_iter()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for &b in &timeout_branches {
+                out.extend(failure_records(
+                    cx,
+                    b + 1,
+                    cx.region_end(b),
+                    Path::Timeout,
+                    error,
+                ));
+            }
+            if path == Path::AnyError {
+                break;
+            }
+            i = branches.last().map_or(i, |&b| cx.region_end(b)) + 1;
+            continue;
+        }
+        if records_failure(cx, i) {
+            out.push((i, path));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Does event `i` record a definite failure: a write of a failure value to a state column, or
+/// a call of a refund / compensation?
+fn records_failure(cx: &RuleCx<'_>, i: u32) -> bool {
+    let writes_failure = |e: &Effect| {
+        matches!(e.kind, EffectKind::Write | EffectKind::Claim)
+            && !e.in_memory
+            && e.sets.iter().any(|a| {
+                is_state_column(&a.column)
+                    && matches!(&a.value, AssignedValue::Const(v) if is_failure_value(v))
+            })
+    };
+    cx.effs(i).any(writes_failure)
+        || matches!(&cx.body.events[i as usize].kind, EventKind::Call(c) if names_compensation(c))
+}
+
+/// A call of a function named for undoing (`refund(..)`, `self.payments.compensate(..)`).
+fn names_compensation(c: &crate::ir::Call) -> bool {
+    is_compensation(c.func_last()) || c.steps.first().is_some_and(|s| is_compensation(&s.name))
+}
+
+fn report(cx: &RuleCx<'_>, r: u32, at: u32, remote: &Effect, path: Path) -> Diagnostic {
+    let message = match path {
+        Path::Timeout => "a timeout of the remote call is recorded as a definite failure",
+        Path::AnyError => {
+            "an error of the remote call, timeouts included, is recorded as a definite failure"
+        }
+    };
+    let mut d = cx.diag(&RULE, at, message.to_string());
+    d.primary_label =
+        Some("recorded as failed here, though the remote side may have done it".to_string());
+    let call = match remote.via {
+        Some(helper) => format!(
+            "this call may time out after the remote side acted (`{}` {})",
+            cx.krate.body(helper).name(),
+            remote.what
+        ),
+        None => format!(
+            "this call may time out after the remote side acted ({})",
+            remote.what
+        ),
+    };
+    d.labels.push(cx.label(r, call));
+    d.notes.extend(cx.chain_notes(remote));
+    d.help = Some(
+        "record a timeout as UNKNOWN (or pending) and reconcile it by asking the remote side with the operation id; treat only definite refusals as failures (`e.is_timeout()`, `Err(Elapsed)` told apart); `#[staleguard::idempotent(..)]` records timeouts as UNKNOWN".to_string(),
+    );
+    d
+}
