@@ -7,6 +7,8 @@
 //! `checkout_guarded` persists "processing" (with a fresh payment attempt id) and commits, calls
 //! the gateway with no transaction open, then records the outcome with a conditional UPDATE; a
 //! timeout is recorded as "payment_unknown" for reconciliation, never as a failure.
+//! `checkout_eager` is the timeout-as-failure hazard: shaped like the guarded version, it
+//! records an unanswered call as "payment_failed".
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -101,4 +103,53 @@ pub async fn checkout_guarded(
         return Ok(StatusCode::CONFLICT);
     }
     Ok(code)
+}
+
+/// `POST /v3/orders/{id}/checkout` — HAZARD (timeout-as-failure): like the guarded version it
+/// commits "processing" and calls out with no transaction open, but it records every gateway
+/// error, an unanswered call too, as "payment_failed". The customer is asked to pay again for
+/// a charge that may have gone through.
+pub async fn checkout_eager(
+    State(app): State<AppState>,
+    Path(order_id): Path<i64>,
+) -> Result<StatusCode, StatusCode> {
+    let mut tx = app.db.begin().await.map_err(internal)?;
+    let started: Option<(String, i64)> = sqlx::query_as(START_ATTEMPT)
+        .bind(order_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(internal)?;
+    let Some((attempt_id, amount_cents)) = started else {
+        return Ok(StatusCode::CONFLICT);
+    };
+    tx.commit().await.map_err(internal)?;
+
+    match app.gateway.charge(&attempt_id, amount_cents).await {
+        Ok(charge_id) => {
+            sqlx::query(
+                "UPDATE orders SET status = 'paid', charge_id = ? \
+                 WHERE id = ? AND payment_attempt_id = ? AND status = 'processing'",
+            )
+            .bind(charge_id)
+            .bind(order_id)
+            .bind(&attempt_id)
+            .execute(&app.db)
+            .await
+            .map_err(internal)?;
+            Ok(StatusCode::OK)
+        }
+        Err(_) => {
+            sqlx::query(
+                //~^ timeout-as-failure
+                "UPDATE orders SET status = 'payment_failed' \
+                 WHERE id = ? AND payment_attempt_id = ? AND status = 'processing'",
+            )
+            .bind(order_id)
+            .bind(&attempt_id)
+            .execute(&app.db)
+            .await
+            .map_err(internal)?;
+            Ok(StatusCode::PAYMENT_REQUIRED)
+        }
+    }
 }

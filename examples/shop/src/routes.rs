@@ -27,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/orders/{id}/checkout", post(checkout::checkout))
         .route("/v2/orders/{id}/checkout", post(checkout::checkout_guarded))
+        .route("/v3/orders/{id}/checkout", post(checkout::checkout_eager))
         .route("/orders/{id}/refund", post(refunds::request_refund))
         .route(
             "/v2/orders/{id}/refund",

@@ -49,6 +49,20 @@ async fn guarded_checkout_records_an_unanswered_gateway_call_as_unknown_not_fail
 }
 
 #[tokio::test]
+async fn eager_checkout_records_an_unanswered_gateway_call_as_failed() {
+    // The hazard the guarded version avoids: the provider never answered, yet the order says
+    // the payment failed, and a retry would charge again.
+    let app = app().await;
+    let id = new_order(&app, 1200).await;
+    let code = checkout::checkout_eager(State(app.clone()), Path(id))
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::PAYMENT_REQUIRED);
+    let (status, _) = order_status(&app, id).await;
+    assert_eq!(status, "payment_failed");
+}
+
+#[tokio::test]
 async fn late_callback_for_a_cancelled_order_is_ignored_by_the_guarded_handler() {
     let app = app().await;
     let id = new_order(&app, 1200).await;
