@@ -26,6 +26,14 @@ pub(super) fn values(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         Expr::MethodCall(m) => {
             values(&m.receiver, out, d);
             m.args.each().for_each(|a| values(a, out, d));
+            // `res.is_err()` / `res.is_ok()` test which variant the result is.
+            if m.args.is_empty() {
+                if m.method == "is_err" {
+                    out.push(Name::new("Err"));
+                } else if m.method == "is_ok" {
+                    out.push(Name::new("Ok"));
+                }
+            }
         }
         Expr::Binary(b) => {
             values(&b.left, out, d);

@@ -219,7 +219,9 @@ fn error_branches(cx: &RuleCx<'_>, t: u32, test: &Test, wrapped: bool) -> Vec<(u
                 Some(p) if outer_err(p) => true,
                 Some(p) if p.first().is_some_and(|v| v == "Ok") => false,
                 Some(_) => return Vec::new(),
-                None if is_err_check(cx, test) => !test.negated,
+                None if is_err_check(cx, test) => true,
+                None if test.values.iter().any(|v| v == "Err") => !test.negated,
+                None if test.values.iter().any(|v| v == "Ok") => test.negated,
                 None => return Vec::new(),
             };
             let k = usize::from(!err_then);
