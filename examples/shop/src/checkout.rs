@@ -27,6 +27,19 @@ const START_ATTEMPT: &str = "UPDATE orders \
      WHERE id = ? AND status IN ('pending', 'payment_failed') \
      RETURNING payment_attempt_id, amount_cents";
 
+/// Moves the order to "processing" with a fresh payment attempt id and commits: the attempt
+/// id and the amount, or `None` when the order cannot be paid now.
+async fn start_attempt(app: &AppState, order_id: i64) -> Result<Option<(String, i64)>, StatusCode> {
+    let mut tx = app.db.begin().await.map_err(internal)?;
+    let started: Option<(String, i64)> = sqlx::query_as(START_ATTEMPT)
+        .bind(order_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(internal)?;
+    tx.commit().await.map_err(internal)?;
+    Ok(started)
+}
+
 /// `POST /orders/{id}/checkout` — HAZARD (rpc-in-transaction).
 pub async fn checkout(
     State(app): State<AppState>,
@@ -71,16 +84,9 @@ pub async fn checkout_guarded(
     State(app): State<AppState>,
     Path(order_id): Path<i64>,
 ) -> Result<StatusCode, StatusCode> {
-    let mut tx = app.db.begin().await.map_err(internal)?;
-    let started: Option<(String, i64)> = sqlx::query_as(START_ATTEMPT)
-        .bind(order_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(internal)?;
-    let Some((attempt_id, amount_cents)) = started else {
+    let Some((attempt_id, amount_cents)) = start_attempt(&app, order_id).await? else {
         return Ok(StatusCode::CONFLICT);
     };
-    tx.commit().await.map_err(internal)?;
 
     let (status, charge_id, code) = match app.gateway.charge(&attempt_id, amount_cents).await {
         Ok(charge_id) => ("paid", Some(charge_id), StatusCode::OK),
@@ -113,16 +119,9 @@ pub async fn checkout_eager(
     State(app): State<AppState>,
     Path(order_id): Path<i64>,
 ) -> Result<StatusCode, StatusCode> {
-    let mut tx = app.db.begin().await.map_err(internal)?;
-    let started: Option<(String, i64)> = sqlx::query_as(START_ATTEMPT)
-        .bind(order_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(internal)?;
-    let Some((attempt_id, amount_cents)) = started else {
+    let Some((attempt_id, amount_cents)) = start_attempt(&app, order_id).await? else {
         return Ok(StatusCode::CONFLICT);
     };
-    tx.commit().await.map_err(internal)?;
 
     match app.gateway.charge(&attempt_id, amount_cents).await {
         Ok(charge_id) => {
