@@ -335,6 +335,32 @@ async fn retryable_failure_releases_the_key<S: IdempotencyStore + Clone>(f: &Fix
     assert_eq!(again.handle().fence(), 1);
 }
 
+async fn release_after_a_takeover_keeps_the_record<S: IdempotencyStore + Clone>(f: &Fixture<S>) {
+    let engine = f.expiring();
+    // A claims, hands its record id to the provider, and crashes (its guard is never
+    // finished; the zero lease has already expired).
+    let crashed = run(&engine, call("k1", 100)).await;
+    let first_id = crashed.handle().record_id().to_owned();
+    drop(crashed);
+    // B takes over and fails retryably before calling out.
+    let taken = run(&engine, call("k1", 100)).await;
+    assert_eq!(taken.handle().fence(), 2);
+    assert_eq!(
+        taken.finish::<Receipt, _>(Err(AppError::Unavailable)).await,
+        Err(AppError::Unavailable)
+    );
+    // A may have charged under `first_id`: the record must survive B's release, so that the
+    // next request reuses the id (the provider deduplicates on it) and fences both out.
+    let record = f
+        .record("k1")
+        .await
+        .expect("a release after a takeover keeps the record");
+    assert_eq!(record.record_id, first_id);
+    let next = run(&f.held(), call("k1", 100)).await;
+    assert_eq!(next.handle().record_id(), first_id);
+    assert_eq!(next.handle().fence(), 3);
+}
+
 async fn permanent_failure_is_replayed_or_retried_by_policy<S: IdempotencyStore + Clone>(
     f: &Fixture<S>,
 ) {
@@ -543,6 +569,7 @@ suite!(
     late_owner_is_fenced_and_writes_nothing,
     heartbeat_extends_the_lease,
     retryable_failure_releases_the_key,
+    release_after_a_takeover_keeps_the_record,
     permanent_failure_is_replayed_or_retried_by_policy,
     unknown_is_in_progress_until_reconciled,
     retention_expires_outcomes_and_the_reaper_spares_live_records,

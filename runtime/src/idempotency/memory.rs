@@ -120,6 +120,13 @@ impl IdempotencyStore for MemoryStore {
             Outcome::Success(body) => (State::Success, body),
             Outcome::Failed(body) => (State::Failed, body),
             Outcome::Unknown(body) => (State::Unknown, body),
+            // A first claim's release frees the key; after a takeover the record is kept, its
+            // lease ended, so that the next claim takes it over with the same record id (an
+            // earlier owner may have acted under it) and a higher fence.
+            Outcome::Release if attempt.fence > 1 => {
+                record.lease_expires_at = now;
+                return Ok(Transition::Applied);
+            }
             Outcome::Release => {
                 records.remove(attempt.key);
                 return Ok(Transition::Applied);

@@ -94,7 +94,9 @@ pub enum Outcome<'a> {
     Failed(&'a str),
     /// UNKNOWN with the serialized error (kept for the resolver).
     Unknown(&'a str),
-    /// Delete the record so the next request runs (a retryable error).
+    /// A retryable error: delete the record so the next request runs; after a takeover
+    /// (fence > 1) keep it with its lease ended, so the next request takes it over with the
+    /// same record id (an earlier owner may have acted under it).
     Release,
 }
 

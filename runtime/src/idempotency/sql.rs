@@ -22,6 +22,8 @@ pub(crate) struct Statements {
     pub claim: Arc<str>,
     pub finish: Arc<str>,
     pub release: Arc<str>,
+    /// The release after a takeover: the record stays, its lease ended.
+    pub release_taken_over: Arc<str>,
     pub heartbeat: Arc<str>,
     pub get: Arc<str>,
     pub unknown: Arc<str>,
@@ -136,6 +138,13 @@ impl Statements {
                 p(5)
             )
             .into(),
+            release_taken_over: format!(
+                "UPDATE {table} SET lease_expires_at = {now}, updated_at = {now} \
+                 WHERE {pk} AND fence = {} AND owner = {} AND state = 'PROCESSING'",
+                p(4),
+                p(5)
+            )
+            .into(),
             heartbeat: format!(
                 "UPDATE {table} SET lease_expires_at = {now} + {}, updated_at = {now} \
                  WHERE {pk} AND fence = {} AND owner = {} AND state = 'PROCESSING'",
@@ -237,7 +246,15 @@ macro_rules! sql_store {
                     Outcome::Failed(body) => (State::Failed, body),
                     Outcome::Unknown(body) => (State::Unknown, body),
                     Outcome::Release => {
-                        let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.release.clone()))
+                        // After a takeover an earlier owner may have acted under the record
+                        // id: the record stays, its lease ended, for the next claim to take
+                        // over with the same id.
+                        let sql = if a.fence > 1 {
+                            self.sql.release_taken_over.clone()
+                        } else {
+                            self.sql.release.clone()
+                        };
+                        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
                             .bind(&a.key.handler)
                             .bind(&a.key.tenant)
                             .bind(&a.key.key)

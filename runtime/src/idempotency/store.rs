@@ -64,8 +64,10 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         request: &ClaimRequest<'_>,
     ) -> impl Future<Output = Result<Record, StoreError>> + Send;
 
-    /// PROCESSING → SUCCESS / FAILED / UNKNOWN, or release (delete), on `(key, fence, owner,
-    /// PROCESSING)`. Terminal records expire `retention_ms` from now.
+    /// PROCESSING → SUCCESS / FAILED / UNKNOWN, or release, on `(key, fence, owner,
+    /// PROCESSING)`. Terminal records expire `retention_ms` from now. A release deletes a
+    /// first claim's record (fence 1) and ends the lease of a taken-over one (fence > 1),
+    /// keeping its record id and fence counter.
     fn finish(
         &self,
         attempt: &Attempt<'_>,
