@@ -455,6 +455,51 @@ async fn unknown_is_in_progress_until_reconciled<S: IdempotencyStore + Clone>(f:
     );
 }
 
+async fn still_unknown_records_make_way_for_newer_ones<S: IdempotencyStore + Clone>(
+    f: &Fixture<S>,
+) {
+    let engine = f.expiring();
+    for key in ["k1", "k2", "k3"] {
+        if key == "k3" {
+            // k3 is the newest UNKNOWN record, by the store's clock.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let guard = run(&engine, call(key, 100)).await;
+        assert_eq!(
+            guard.finish::<Receipt, _>(Err(AppError::Timeout)).await,
+            Err(AppError::Timeout)
+        );
+    }
+    // The provider has no answer for the two old records; it knows k3 succeeded.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let seen = asked.clone();
+    let reconciler = Reconciler::new(
+        engine.clone(),
+        move |record: staleguard::idempotency::UnknownRecord| {
+            let seen = seen.clone();
+            async move {
+                if record.key.key == "k3" {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    Resolution::success(&receipt("o3", 1)).unwrap()
+                } else {
+                    Resolution::StillUnknown
+                }
+            }
+        },
+    )
+    .batch(2);
+    for _ in 0..3 {
+        reconciler.run_once().await.unwrap();
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "two undecidable records must not hide a newer one from a batch of two"
+    );
+    assert_eq!(replay(&engine, call("k3", 100)).await, Ok(receipt("o3", 1)));
+    assert_eq!(f.record("k1").await.unwrap().state, State::Unknown);
+}
+
 async fn retention_expires_outcomes_and_the_reaper_spares_live_records<
     S: IdempotencyStore + Clone,
 >(
@@ -572,5 +617,6 @@ suite!(
     release_after_a_takeover_keeps_the_record,
     permanent_failure_is_replayed_or_retried_by_policy,
     unknown_is_in_progress_until_reconciled,
+    still_unknown_records_make_way_for_newer_ones,
     retention_expires_outcomes_and_the_reaper_spares_live_records,
 );

@@ -190,6 +190,11 @@ impl IdempotencyStore for MemoryStore {
         let (state, body) = match resolved {
             Resolved::Success(body) => (State::Success, body),
             Resolved::Failed(body) => (State::Failed, body),
+            // The UNKNOWN order is by this field (an UNKNOWN record's lease is never used).
+            Resolved::Deferred => {
+                record.lease_expires_at = now;
+                return Ok(Transition::Applied);
+            }
         };
         record.state = state;
         record.response = Some(body.to_owned());

@@ -114,7 +114,12 @@ where
             };
             let resolved = match (self.resolver)(unknown).await {
                 Resolution::StillUnknown => {
+                    // To the back of the queue: with `batch` undecidable records at its front,
+                    // the records behind them would never be asked about.
                     report.still_unknown += 1;
+                    store
+                        .resolve(&record.key, record.fence, Resolved::Deferred, retention_ms)
+                        .await?;
                     continue;
                 }
                 Resolution::Succeeded(body) => (true, body),

@@ -105,6 +105,10 @@ pub enum Outcome<'a> {
 pub enum Resolved<'a> {
     Success(&'a str),
     Failed(&'a str),
+    /// Still undecided: the record stays UNKNOWN and goes to the back of the
+    /// [`IdempotencyStore::unknown`](super::IdempotencyStore::unknown) order, so that the
+    /// records behind it are looked at next.
+    Deferred,
 }
 
 /// The result of a compare-and-set.

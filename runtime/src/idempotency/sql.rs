@@ -28,6 +28,8 @@ pub(crate) struct Statements {
     pub get: Arc<str>,
     pub unknown: Arc<str>,
     pub resolve: Arc<str>,
+    /// A record still UNKNOWN after the resolver asked: to the back of the queue.
+    pub defer: Arc<str>,
     pub reap: Arc<str>,
 }
 
@@ -167,6 +169,12 @@ impl Statements {
                 p5 = p(5),
                 p6 = p(6),
                 p7 = p(7),
+            )
+            .into(),
+            defer: format!(
+                "UPDATE {table} SET updated_at = {now} \
+                 WHERE {pk} AND fence = {} AND state = 'UNKNOWN'",
+                p(4)
             )
             .into(),
             reap: format!(
@@ -351,6 +359,18 @@ macro_rules! sql_store {
                 let (state, body) = match resolved {
                     Resolved::Success(body) => (State::Success, body),
                     Resolved::Failed(body) => (State::Failed, body),
+                    Resolved::Deferred => {
+                        let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.defer.clone()))
+                            .bind(&key.handler)
+                            .bind(&key.tenant)
+                            .bind(&key.key)
+                            .bind(fence)
+                            .execute(&self.pool)
+                            .await?;
+                        return Ok($crate::idempotency::record::Transition::from_rows(
+                            done.rows_affected(),
+                        ));
+                    }
                 };
                 let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.resolve.clone()))
                     .bind(&key.handler)
