@@ -191,8 +191,17 @@ impl IdempotencyStore for MemoryStore {
             Resolved::Success(body) => (State::Success, body),
             Resolved::Failed(body) => (State::Failed, body),
             // The UNKNOWN order is by this field (an UNKNOWN record's lease is never used).
+            // Strictly after every other UNKNOWN record, also within one millisecond.
             Resolved::Deferred => {
-                record.lease_expires_at = now;
+                let last = records
+                    .values()
+                    .filter(|r| r.state == State::Unknown)
+                    .map(|r| r.lease_expires_at)
+                    .max()
+                    .unwrap_or(0);
+                if let Some(record) = records.get_mut(key) {
+                    record.lease_expires_at = now.max(last + 1);
+                }
                 return Ok(Transition::Applied);
             }
         };

@@ -11,6 +11,7 @@ const DIALECT: Dialect = Dialect {
     param: |n| format!("${n}"),
     now: "(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT",
     big_int: "BIGINT",
+    greatest: "GREATEST",
 };
 
 /// Idempotency records in a PostgreSQL table.

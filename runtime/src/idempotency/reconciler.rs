@@ -116,8 +116,9 @@ where
                 Resolution::StillUnknown => {
                     // To the back of the queue: with `batch` undecidable records at its front,
                     // the records behind them would never be asked about.
+                    // (One resolved meanwhile by another reconciler is simply not moved.)
                     report.still_unknown += 1;
-                    store
+                    let _moved = store
                         .resolve(&record.key, record.fence, Resolved::Deferred, retention_ms)
                         .await?;
                     continue;

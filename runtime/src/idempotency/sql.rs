@@ -12,6 +12,8 @@ pub(crate) struct Dialect {
     /// An expression for "now" in ms since the epoch, stable within one statement.
     pub now: &'static str,
     pub big_int: &'static str,
+    /// The two-argument maximum (`MAX` in SQLite, `GREATEST` in PostgreSQL).
+    pub greatest: &'static str,
 }
 
 /// Every statement a store runs, for one table.
@@ -171,10 +173,13 @@ impl Statements {
                 p7 = p(7),
             )
             .into(),
+            // Strictly after every other UNKNOWN record, also within one millisecond.
             defer: format!(
-                "UPDATE {table} SET updated_at = {now} \
+                "UPDATE {table} SET updated_at = {greatest}({now}, \
+                 (SELECT COALESCE(MAX(u.updated_at), 0) + 1 FROM {table} u WHERE u.state = 'UNKNOWN')) \
                  WHERE {pk} AND fence = {} AND state = 'UNKNOWN'",
-                p(4)
+                p(4),
+                greatest = d.greatest,
             )
             .into(),
             reap: format!(

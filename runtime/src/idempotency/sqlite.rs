@@ -12,6 +12,7 @@ const DIALECT: Dialect = Dialect {
     param: |n| format!("?{n}"),
     now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     big_int: "INTEGER",
+    greatest: "MAX",
 };
 
 /// Idempotency records in a SQLite table.
