@@ -59,9 +59,14 @@ pub mod pg {
     }
 
     impl PgDb {
-        /// `None` (after printing why) when `STALEGUARD_TEST_POSTGRES_URL` is unset.
+        /// `None` (after printing why) when `STALEGUARD_TEST_POSTGRES_URL` is unset; under CI
+        /// (`CI` set) a missing URL fails the test instead of skipping it silently.
         pub async fn connect(test: &str) -> Option<PgDb> {
             let Ok(url) = std::env::var("STALEGUARD_TEST_POSTGRES_URL") else {
+                assert!(
+                    std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+                    "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
+                );
                 eprintln!(
                     "skipping the PostgreSQL part of `{test}`: STALEGUARD_TEST_POSTGRES_URL is unset"
                 );

@@ -29,10 +29,17 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// The PostgreSQL URL, or `None` (after saying why) when `STALEGUARD_TEST_POSTGRES_URL` is
+/// unset. Under CI (`CI` set) a missing URL fails the test instead: a store left untested
+/// there must not pass silently.
 pub fn postgres_url(test: &str) -> Option<String> {
     match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+                "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
+            );
             println!("skipping {test}: STALEGUARD_TEST_POSTGRES_URL is not set");
             None
         }
