@@ -67,6 +67,16 @@ pub(crate) enum AssignedValue {
     Param(u8),
 }
 
+impl AssignedValue {
+    /// Body `body`'s parameter named `name`, as a value (`Unknown` when it is none).
+    pub fn param_of(body: &crate::ir::Body, name: &str) -> AssignedValue {
+        match body.params.iter().position(|(n, _)| n == name) {
+            Some(k) if k <= u8::MAX as usize => AssignedValue::Param(k as u8),
+            _ => AssignedValue::Unknown,
+        }
+    }
+}
+
 /// One classified effect of an event.
 #[derive(Debug, Clone)]
 pub(crate) struct Effect {

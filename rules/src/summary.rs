@@ -345,12 +345,7 @@ pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, call:
                 AssignedValue::Const(arg.value().cloned().unwrap_or_default())
             }
             Some(arg) => match (arg.paths.as_slice(), arg.calls().is_empty()) {
-                ([one], true) => caller
-                    .params
-                    .iter()
-                    .position(|(n, _)| n == one)
-                    .filter(|&p| p <= u8::MAX as usize)
-                    .map_or(AssignedValue::Unknown, |p| AssignedValue::Param(p as u8)),
+                ([one], true) => AssignedValue::param_of(caller, one),
                 _ => AssignedValue::Unknown,
             },
             None => AssignedValue::Unknown,

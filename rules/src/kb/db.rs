@@ -130,14 +130,7 @@ pub(super) fn classify(
             .first()
             .and_then(|a| a.paths.first())
             .map(|p| table_of(p));
-        let mut where_cols: Vec<Name> = Vec::new();
-        for s in &call.steps {
-            if DIESEL_FILTER_STEPS.contains(&s.name.as_str()) {
-                for a in &s.args {
-                    where_cols.extend(a.eq_cols().iter().cloned());
-                }
-            }
-        }
+        let mut where_cols = diesel_filter_cols(call);
         for a in &call.steps[0].args {
             where_cols.extend(a.eq_cols().iter().cloned());
             if a.calls().is_empty() && !a.paths.is_empty() {
@@ -216,13 +209,7 @@ pub(super) fn classify(
         let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
             .with_table(Some(table_of(&call.recv[0])));
         e.token = e.table.as_deref().is_some_and(is_token_name);
-        e.where_cols = call
-            .steps
-            .iter()
-            .filter(|s| DIESEL_FILTER_STEPS.contains(&s.name.as_str()))
-            .flat_map(|s| &s.args)
-            .flat_map(|a| a.eq_cols().iter().cloned())
-            .collect();
+        e.where_cols = diesel_filter_cols(call).into();
         e.locking = call
             .steps
             .iter()
@@ -462,6 +449,16 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
         e.where_cols = cols.into();
     }
     e
+}
+
+/// The columns a diesel chain's `.filter(..)` steps compare (`.filter(status.eq(..))`).
+fn diesel_filter_cols(call: &Call) -> Vec<Name> {
+    call.steps
+        .iter()
+        .filter(|s| DIESEL_FILTER_STEPS.contains(&s.name.as_str()))
+        .flat_map(|s| &s.args)
+        .flat_map(|a| a.eq_cols().iter().cloned())
+        .collect()
 }
 
 /// Whether call `call` of the body is an argument of another call.

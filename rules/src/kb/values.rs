@@ -27,10 +27,7 @@ impl Classifier<'_> {
 
     /// The body's parameter named `name`, as a value.
     pub fn param_value(&self, name: &str) -> AssignedValue {
-        match self.body.params.iter().position(|(n, _)| n == name) {
-            Some(k) if k <= u8::MAX as usize => AssignedValue::Param(k as u8),
-            _ => AssignedValue::Unknown,
-        }
+        AssignedValue::param_of(self.body, name)
     }
 
     /// The class of a place: `self`, `self.db`, `state.http`, a local.

@@ -117,6 +117,13 @@ pub(crate) struct CrateView<'a> {
 }
 
 impl<'a> CrateView<'a> {
+    /// Every body's own effects, the crate over.
+    fn direct_effects(&self) -> impl Iterator<Item = &'a Effect> + '_ {
+        self.facts
+            .all_bodies()
+            .flat_map(|(id, _)| self.effects[&id].direct.all())
+    }
+
     pub fn body(&self, id: BodyId) -> &'a Body {
         &self.bodies[id.file as usize][id.body as usize]
     }
@@ -139,21 +146,19 @@ impl<'a> CrateView<'a> {
     pub fn reaps(&self, table: &str, column: &str) -> bool {
         let reapers = self.reapers.get_or_init(|| {
             let mut out = Vec::new();
-            for (id, _) in self.facts.all_bodies() {
-                for e in self.effects[&id].direct.all() {
-                    // A sweep over many rows by age: no key in the filter, a time in it.
-                    if e.kind != EffectKind::Write
-                        || e.insert
-                        || !e.where_cols.iter().any(|c| is_time_column(c))
-                        || e.where_cols.iter().any(|c| is_plain_key(c))
-                    {
-                        continue;
-                    }
-                    let Some(t) = &e.table else { continue };
-                    let cols = e.where_cols.iter().chain(e.sets.iter().map(|a| &a.column));
-                    for c in cols {
-                        out.push((t.clone(), c.clone()));
-                    }
+            for e in self.direct_effects() {
+                // A sweep over many rows by age: no key in the filter, a time in it.
+                if e.kind != EffectKind::Write
+                    || e.insert
+                    || !e.where_cols.iter().any(|c| is_time_column(c))
+                    || e.where_cols.iter().any(|c| is_plain_key(c))
+                {
+                    continue;
+                }
+                let Some(t) = &e.table else { continue };
+                let cols = e.where_cols.iter().chain(e.sets.iter().map(|a| &a.column));
+                for c in cols {
+                    out.push((t.clone(), c.clone()));
                 }
             }
             out
@@ -165,40 +170,39 @@ impl<'a> CrateView<'a> {
 }
 
 impl<'a> CrateView<'a> {
-    /// The tables of the crate's hand-outs of work: `(table, state column)` where a row of a
+    /// The tables of the crate's hand-outs of work, each with whether some hand-out of it takes
+    /// held rows back: tables where a row of a
     /// work table (jobs, tasks, builds, a queue) is taken by one holder at a time — read with
     /// `FOR UPDATE` (`SKIP LOCKED`) filtered on its state, or moved to an in-progress state by
     /// a compare-and-set on that state. A hand-out that also picks held rows by age (`OR
-    /// (status = 'running' AND started_at < now() - ..)`) takes them back: its table is marked.
+    /// (status = 'running' AND started_at < now() - ..)`) takes them back.
     fn handouts(&self) -> &[(Name, bool)] {
         self.handouts.get_or_init(|| {
             let mut out: Vec<(Name, bool)> = Vec::new();
-            for (id, _) in self.facts.all_bodies() {
-                for e in self.effects[&id].direct.all() {
-                    let Some(t) = e.table.as_ref().filter(|t| is_work(t)) else {
-                        continue;
-                    };
-                    let on_state = |c: &Name| is_state_column(c);
-                    let hands_out = match e.kind {
-                        EffectKind::Read => e.locking && e.where_cols.iter().any(on_state),
-                        EffectKind::Write | EffectKind::Claim => {
-                            !e.insert
-                                && e.sets.iter().any(|a| {
-                                    e.where_cols.contains(&a.column)
-                                        && matches!(&a.value, AssignedValue::Const(v)
+            for e in self.direct_effects() {
+                let Some(t) = e.table.as_ref().filter(|t| is_work(t)) else {
+                    continue;
+                };
+                let on_state = |c: &Name| is_state_column(c);
+                let hands_out = match e.kind {
+                    EffectKind::Read => e.locking && e.where_cols.iter().any(on_state),
+                    EffectKind::Write | EffectKind::Claim => {
+                        !e.insert
+                            && e.sets.iter().any(|a| {
+                                e.where_cols.contains(&a.column)
+                                    && matches!(&a.value, AssignedValue::Const(v)
                                             if is_in_progress_value(v))
-                                })
-                        }
-                        _ => false,
-                    };
-                    if !hands_out {
-                        continue;
+                            })
                     }
-                    let takes_back = e.where_cols.iter().any(|c| is_hold_time_column(c));
-                    match out.iter_mut().find(|(o, _)| o == t) {
-                        Some((_, back)) => *back |= takes_back,
-                        None => out.push((t.clone(), takes_back)),
-                    }
+                    _ => false,
+                };
+                if !hands_out {
+                    continue;
+                }
+                let takes_back = e.where_cols.iter().any(|c| is_hold_time_column(c));
+                match out.iter_mut().find(|(o, _)| o == t) {
+                    Some((_, back)) => *back |= takes_back,
+                    None => out.push((t.clone(), takes_back)),
                 }
             }
             out
@@ -210,16 +214,14 @@ impl<'a> CrateView<'a> {
     /// `column` (see [`CrateView::reaps`]). The holder is then the only writer of a row it
     /// holds. A prefixed table counts as its model's (`fang_tasks` for `Task`).
     pub fn holds_exclusively(&self, table: &str, column: &str) -> bool {
-        let matching: Vec<&(Name, bool)> = self
+        let mut matching = self
             .handouts()
             .iter()
             .filter(|(t, _)| query::same_table_prefixed(Some(t), Some(table)))
-            .collect();
-        !matching.is_empty()
+            .peekable();
+        matching.peek().is_some()
             && !self.reaps(table, column)
-            && !matching
-                .iter()
-                .any(|(t, takes_back)| *takes_back || self.reaps(t, column))
+            && !matching.any(|(t, takes_back)| *takes_back || self.reaps(t, column))
     }
 
     /// Where the crate calls body `id`: `(caller, call event)`.
@@ -244,25 +246,23 @@ impl<'a> CrateView<'a> {
     pub fn only_value(&self, table: &str, column: &str) -> Option<&Name> {
         let updates = self.updates.get_or_init(|| {
             let mut out: FxHashMap<(Name, Name), Option<Name>> = FxHashMap::default();
-            for (id, _) in self.facts.all_bodies() {
-                for e in self.effects[&id].direct.all() {
-                    if e.kind != EffectKind::Write || e.insert || e.delete || e.in_memory {
-                        continue;
-                    }
-                    let Some(t) = &e.table else { continue };
-                    for a in e.sets.iter() {
-                        let v = match &a.value {
-                            AssignedValue::Const(v) => Some(v.clone()),
-                            _ => None,
-                        };
-                        out.entry((t.clone(), a.column.clone()))
-                            .and_modify(|old| {
-                                if *old != v {
-                                    *old = None;
-                                }
-                            })
-                            .or_insert(v);
-                    }
+            for e in self.direct_effects() {
+                if e.kind != EffectKind::Write || e.insert || e.delete || e.in_memory {
+                    continue;
+                }
+                let Some(t) = &e.table else { continue };
+                for a in e.sets.iter() {
+                    let v = match &a.value {
+                        AssignedValue::Const(v) => Some(v.clone()),
+                        _ => None,
+                    };
+                    out.entry((t.clone(), a.column.clone()))
+                        .and_modify(|old| {
+                            if *old != v {
+                                *old = None;
+                            }
+                        })
+                        .or_insert(v);
                 }
             }
             out
@@ -277,15 +277,13 @@ impl<'a> CrateView<'a> {
     pub fn stores_response(&self, table: &str) -> bool {
         let tables = self.responses.get_or_init(|| {
             let mut out: Vec<Name> = Vec::new();
-            for (id, _) in self.facts.all_bodies() {
-                for e in self.effects[&id].direct.all() {
-                    if matches!(e.kind, EffectKind::Write | EffectKind::Claim)
-                        && e.sets.iter().any(|a| is_response_column(&a.column))
-                        && let Some(t) = &e.table
-                        && !out.contains(t)
-                    {
-                        out.push(t.clone());
-                    }
+            for e in self.direct_effects() {
+                if matches!(e.kind, EffectKind::Write | EffectKind::Claim)
+                    && e.sets.iter().any(|a| is_response_column(&a.column))
+                    && let Some(t) = &e.table
+                    && !out.contains(t)
+                {
+                    out.push(t.clone());
                 }
             }
             out

@@ -125,13 +125,13 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             Some(w) => (w, true),
             None => (r, is_timeout_call(cx, r)),
         };
+        let error = crate::query::derived(cx.body, tested);
         for t in crate::query::tests_of(cx.body, tested) {
             let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
                 continue;
             };
             for (branch, path) in error_branches(cx, t, test, wrapped) {
                 let end = cx.region_end(branch);
-                let error = crate::query::derived(cx.body, tested);
                 for (at, path) in failure_records(cx, branch + 1, end, path, &error) {
                     if reported.contains(&at) {
                         continue;
@@ -219,7 +219,7 @@ fn error_branches(cx: &RuleCx<'_>, t: u32, test: &Test, wrapped: bool) -> Vec<(u
                 Some(p) if outer_err(p) => true,
                 Some(p) if p.first().is_some_and(|v| v == "Ok") => false,
                 Some(_) => return Vec::new(),
-                None if is_err_check(cx, test) => true,
+                // `res.is_err()` / `res.is_ok()` (lowered as the tested values `Err` / `Ok`).
                 None if test.values.iter().any(|v| v == "Err") => !test.negated,
                 None if test.values.iter().any(|v| v == "Ok") => test.negated,
                 None => return Vec::new(),
@@ -250,18 +250,6 @@ fn guard_tests_timeout(cx: &RuleCx<'_>, b: u32) -> bool {
                 || matches!(&e.kind, EventKind::Cond(t) if t.role != TestRole::If)
         })
         .any(|e| matches!(&e.kind, EventKind::Cond(t) if t.role == TestRole::Guard && tests_timeout(cx, t)))
-}
-
-/// `res.is_err()` (negated: `res.is_ok()`, `!res.is_err()`).
-fn is_err_check(cx: &RuleCx<'_>, test: &Test) -> bool {
-    test.calls.iter().any(|&k| {
-        matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
-            if call.steps.iter().any(|s| s.name == "is_err"))
-    }) && !test.negated
-        || test.calls.iter().any(|&k| {
-            matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
-                if call.steps.iter().any(|s| s.name == "is_ok"))
-        }) && test.negated
 }
 
 /// Does test `test` tell a timeout apart (`e.is_timeout()`, `Code::DeadlineExceeded`,
