@@ -137,6 +137,37 @@ trigger_lists! {
 // --- Lowering ---
 
 /// Attributes that mark test code (any path ending so; `cfg(test)` separately).
+/// Attributes that route a function at an HTTP path (actix-web, rocket, poem):
+/// `#[post("/webhooks/stripe")]`.
+pub(crate) const ROUTE_ATTRIBUTES: &[&str] =
+    &["get", "post", "put", "patch", "delete", "route", "head"];
+
+/// Router steps that register a handler at a path (axum `.route(path, post(h))`, actix
+/// `web::resource(path).route(..)` / `.to(h)`): the path is the first argument.
+pub(crate) const ROUTE_STEPS: &[&str] = &["route", "resource", "service", "at"];
+
+/// Steps that register a function as the consumer of a queue or broker (apalis
+/// `WorkerBuilder::build_fn(handler)`): every job or message it gets is a message.
+pub(crate) const CONSUMER_REGISTRATION_STEPS: &[&str] = &["build_fn", "backend_fn"];
+
+/// Types of a message received from a broker: lapin's `Delivery`, rdkafka's
+/// `BorrowedMessage` / `OwnedMessage`, and a `Message` that comes from one of the
+/// [`BROKER_CRATES`].
+pub(crate) const BROKER_MESSAGE_TYPES: &[&str] = &["Delivery", "BorrowedMessage", "OwnedMessage"];
+
+/// Crates whose `Message` is a message taken from a broker or a queue.
+pub(crate) const BROKER_CRATES: &[&str] = &[
+    "async_nats",
+    "nats",
+    "lapin",
+    "rdkafka",
+    "aws_sdk_sqs",
+    "pulsar",
+    "fluvio",
+    "amqprs",
+    "google_cloud_pubsub",
+];
+
 pub(crate) const TEST_ATTRIBUTES: &[&str] = &["test", "rstest", "test_case"];
 
 /// Macros that never return.

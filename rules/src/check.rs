@@ -111,6 +111,7 @@ fn run_with(
             responses: Default::default(),
             updates: Default::default(),
             handouts: Default::default(),
+            registrations: Default::default(),
         };
         let found = par_map(&a.ids, threads, |id| {
             if is_test_file(krate.paths[id.file as usize]) {

@@ -88,6 +88,8 @@ pub struct Body {
     pub idempotent: bool,
     /// The `key = ..` of that attribute as a dotted place (`top_up.voucher`), when it is one.
     pub idempotent_key: Option<Name>,
+    /// A route attribute puts it at a path that receives messages (`#[post("/webhooks/psp")]`).
+    pub message_route: bool,
     pub params: Vec<(Name, TypeRef)>,
     pub ret: TypeRef,
     pub events: Vec<Event>,

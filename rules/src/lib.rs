@@ -14,6 +14,7 @@ pub mod diagnostic;
 mod effects;
 mod facts;
 mod fxhash;
+mod handlers;
 #[cfg(feature = "dev")]
 pub mod ir;
 #[cfg(not(feature = "dev"))]
@@ -29,6 +30,7 @@ pub mod registry;
 mod rules;
 mod small;
 mod sql;
+mod state_writes;
 mod summary;
 mod suppress;
 

@@ -361,9 +361,11 @@ pub fn column_name(path: &str) -> Name {
 
 /// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
 pub fn table_of(path: &str) -> Name {
+    // The module paths diesel's generated schema sits under are not the table
+    // (`schema::orders::table`, `dsl::orders`).
     let first = path
         .split(['.', ':'])
-        .find(|s| !s.is_empty())
+        .find(|s| !s.is_empty() && !matches!(*s, "crate" | "schema" | "dsl"))
         .unwrap_or(path);
     normalize_table(first)
 }

@@ -483,6 +483,68 @@ pub fn is_hold_time_column(column: &str) -> bool {
             }))
 }
 
+/// The words of a message received from outside, as a route path or a handler's name says
+/// them (`/webhooks/stripe`, `payment_callback`, `/ipn`, `on_payment_event`).
+const MESSAGE_WORDS: &[&str] = &[
+    "callback",
+    "webhook",
+    "hook",
+    "ipn",
+    "notify",
+    "notification",
+    "event",
+];
+
+/// A route path that receives messages: `/webhooks/stripe`, `/payment-callback`, `/ipn`,
+/// `/notify`, `/events`.
+pub fn is_message_route(path: &str) -> bool {
+    words(path).any(|w| MESSAGE_WORDS.contains(&w.trim_end_matches('s')))
+}
+
+/// A function named as the receiver of a message: `stripe_webhook`, `payment_callback`,
+/// `handle_ipn`, or a handling verb with a message word (`handle_payment_event`,
+/// `on_notification`, `process_hook`). `notify_customer` sends, it does not receive.
+pub fn is_message_handler_name(name: &str) -> bool {
+    let w: Vec<String> = words(name).collect();
+    let has = |x: &[&str]| w.iter().any(|y| x.contains(&y.trim_end_matches('s')));
+    has(&["callback", "webhook", "ipn"])
+        || w.first()
+            .is_some_and(|f| HANDLING_VERBS.contains(&f.as_str()))
+            && has(&["event", "notification", "hook"])
+}
+
+/// The first word of a function that handles what it is given (`handle_..`, `on_..`).
+const HANDLING_VERBS: &[&str] = &["handle", "on", "process", "consume", "receive", "apply"];
+
+/// A function named as a dispatch target (`handle_pull_request_closed`, `on_refund`): what a
+/// message handler hands each kind of message to.
+pub fn is_dispatch_target_name(name: &str) -> bool {
+    words(name)
+        .next()
+        .is_some_and(|f| matches!(f.as_str(), "handle" | "on" | "process"))
+}
+
+/// A parameter type that carries a message received from outside: `Json<PaymentWebhook>`,
+/// `StripeCallback`, `Request<ShipmentNotification>`, `IpnPayload` (the type's own name, not
+/// its wrappers).
+pub fn is_message_type(name: &str) -> bool {
+    let last = name.rsplit("::").next().unwrap_or(name);
+    words(last).any(|w| {
+        matches!(
+            w.trim_end_matches('s'),
+            "webhook" | "callback" | "notification" | "ipn"
+        )
+    })
+}
+
+/// An event type (`PaymentEvent`, `InvoiceEvent`): a message when a handling function takes it.
+pub fn is_event_type(name: &str) -> bool {
+    let last = name.rsplit("::").next().unwrap_or(name);
+    words(last)
+        .last()
+        .is_some_and(|w| w.trim_end_matches('s') == "event")
+}
+
 /// Names an idempotency, request or dedup record — a table, entity, type or Redis key
 /// (`idempotency_keys`, `idem:{}`, `message_dedup`, `processed_events`, `inbox`,
 /// `api_requests`) — as opposed to a domain record that may happen to be unique.

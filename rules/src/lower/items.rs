@@ -7,6 +7,7 @@ use super::types::{self, type_ref};
 use super::{Seq, body, macros, pat_names, prefilter};
 use crate::apis;
 use crate::ir::{Body, FileIr, Sp};
+use crate::kb::names;
 use crate::name::Name;
 use crate::parse::LineIndex;
 use crate::sql;
@@ -260,6 +261,7 @@ impl ItemLowerer<'_, '_> {
             mut_self,
             idempotent,
             idempotent_key,
+            message_route: message_route(attrs),
             params,
             ret,
             events,
@@ -285,6 +287,29 @@ fn is_test(attrs: &[Attribute]) -> bool {
             return matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test");
         }
         apis::TEST_ATTRIBUTES.iter().any(|t| last.ident == t)
+    })
+}
+
+/// A route attribute whose path receives messages: `#[post("/webhooks/stripe")]`,
+/// `#[route("/ipn", method = "POST")]`.
+fn message_route(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let Some(last) = a.path().segments.last_item() else {
+            return false;
+        };
+        if !apis::ROUTE_ATTRIBUTES.iter().any(|r| last.ident == r) {
+            return false;
+        }
+        let syn::Meta::List(l) = &a.meta else {
+            return false;
+        };
+        l.tokens.clone().into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Literal(lit) => {
+                let text = lit.to_string();
+                text.starts_with("\"/") && names::is_message_route(&text)
+            }
+            _ => false,
+        })
     })
 }
 

@@ -21,17 +21,25 @@ pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> boo
 }
 
 /// Keeps only what summaries and receiver resolution use: calls (without argument details) and
-/// `let` bindings, with event indices remapped; and the tests of the receiver's own state
-/// (`if self.stage != from`), which tell a caller that the method re-checks under its guard.
+/// `let` bindings, with event indices remapped; the tests of the receiver's own state
+/// (`if self.stage != from`), which tell a caller that the method re-checks under its guard;
+/// and the registrations of message handlers (see [`registrations`]), with their arguments.
 pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     use crate::ir::EventKind;
+    let keep_args = registrations(&events);
     let mut map = vec![u32::MAX; events.len()];
     let mut out = Vec::new();
     for (i, e) in events.into_iter().enumerate() {
         match e.kind {
             EventKind::Call(mut c) => {
                 for s in c.steps.iter_mut() {
-                    s.args = Default::default();
+                    if keep_args[i] {
+                        for a in s.args.iter_mut() {
+                            a.ev = a.ev.and_then(|v| map.get(v as usize).copied());
+                        }
+                    } else {
+                        s.args = Default::default();
+                    }
                 }
                 map[i] = out.len() as u32;
                 out.push(crate::ir::Event {
@@ -79,6 +87,38 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
     }
     out.shrink_to_fit();
     out
+}
+
+/// The call events that register a message handler — a route step at a path that receives
+/// messages (`.route("/webhooks/psp", post(h))`), a consumer registration (`build_fn(h)`) —
+/// and the calls their arguments lowered to (`post(h)`, `web::post().to(h)`): what
+/// [`crate::handlers::registrations`] reads.
+fn registrations(events: &[crate::ir::Event]) -> Vec<bool> {
+    use crate::ir::EventKind;
+    let mut keep = vec![false; events.len()];
+    for i in (0..events.len()).rev() {
+        let EventKind::Call(c) = &events[i].kind else {
+            continue;
+        };
+        let registers = c.steps.iter().any(|s| {
+            apis::CONSUMER_REGISTRATION_STEPS.contains(&s.name.as_str())
+                || apis::ROUTE_STEPS.contains(&s.name.as_str())
+                    && s.args.first().is_some_and(|a| {
+                        a.strs()
+                            .iter()
+                            .any(|p| p.starts_with('/') && crate::kb::names::is_message_route(p))
+                    })
+        });
+        if registers || keep[i] {
+            keep[i] = true;
+            for a in c.all_args() {
+                if let Some(ev) = a.ev.filter(|&v| (v as usize) < i) {
+                    keep[ev as usize] = true;
+                }
+            }
+        }
+    }
+    keep
 }
 
 #[cfg(test)]

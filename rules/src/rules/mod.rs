@@ -68,6 +68,7 @@ macro_rules! declare_rule {
 // adds a line for each rule file (or folder) in this directory and removes the lines of those
 // gone; the order, the catalogue's, is kept. Do not edit between the markers by hand.
 // @generated begin
+mod blind_callback_write;
 mod check_before_lock;
 mod duplicate_as_failure;
 mod processing_without_lease;
@@ -83,6 +84,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &rpc_in_transaction::RULE,
     &token_deleted_before_effect::RULE,
     &timeout_without_operation_id::RULE,
+    &blind_callback_write::RULE,
     &unguarded_state_transition::RULE,
     &timeout_as_failure::RULE,
     &processing_without_lease::RULE,
@@ -114,6 +116,9 @@ pub(crate) struct CrateView<'a> {
     /// [`CrateView::holds_exclusively`]), and whether one of them takes held rows back, found
     /// on first use.
     pub handouts: OnceLock<Vec<(Name, bool)>>,
+    /// The bodies registered at message routes or as consumers (see
+    /// [`crate::handlers::registrations`]), found on first use.
+    pub registrations: OnceLock<FxHashMap<BodyId, Name>>,
 }
 
 impl<'a> CrateView<'a> {
@@ -134,6 +139,12 @@ impl<'a> CrateView<'a> {
             body: &self.effects[&id],
             sites: &self.sites[&id],
         }
+    }
+
+    /// The bodies registered at message routes (with the path) or as consumers (an empty path).
+    pub fn registered(&self) -> &FxHashMap<BodyId, Name> {
+        self.registrations
+            .get_or_init(|| crate::handlers::registrations(self))
     }
 
     pub fn summary(&self, id: BodyId) -> Option<&'a Summary> {

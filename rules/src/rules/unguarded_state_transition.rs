@@ -4,13 +4,12 @@
 
 use super::RuleCx;
 use crate::diagnostic::Diagnostic;
-use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
-use crate::ir::EventKind;
-use crate::kb::names::{
-    is_deletion_marker, is_fencing_column, is_in_progress_value, is_state_column, is_state_value,
-    is_time_column, is_work,
-};
+use crate::effects::{Assigned, Effect, EffectKind};
 use crate::query;
+use crate::state_writes::{
+    guarded_filter, holder_writes, judged_by_callers, moved_state, only_transition, own_new_row,
+    state_read,
+};
 
 declare_rule! {
     /// ### What it does
@@ -109,36 +108,6 @@ fn applies(cx: &RuleCx<'_>) -> bool {
     cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(|e| moved_state(e).is_some())
 }
 
-/// The state column an update moves: a write that changes existing rows it picks, and sets a
-/// column named like a state or to a state-like value.
-fn moved_state(e: &Effect) -> Option<&Assigned> {
-    if e.kind != EffectKind::Write
-        || e.insert
-        || e.delete
-        || e.in_memory
-        || !e.filtered
-        || e.table.is_none()
-    {
-        return None;
-    }
-    e.sets.iter().find(|a| {
-        is_state_column(&a.column)
-            || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v))
-    })
-}
-
-/// The filter tests more than the key: the state, a version / owner / lease / token, a time,
-/// or that the record is not deleted (`time_deleted IS NULL`, `deleted = false`).
-fn guarded_filter(e: &Effect, column: &str) -> bool {
-    e.where_cols.iter().any(|c| {
-        c == column
-            || is_state_column(c)
-            || is_fencing_column(c)
-            || is_time_column(c)
-            || is_deletion_marker(c)
-    })
-}
-
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     // `#[fenced]` re-reads and verifies under the lock; a transaction handed in is judged by
     // the caller that holds it.
@@ -175,27 +144,6 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Is this the only value the crate ever moves the column to (`UPDATE subscriptions SET
-/// status = 'confirmed'` and no other update of `status`)? Then two writes of it race to the
-/// same state, and there is no other transition to lose.
-fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
-    let (Some(table), AssignedValue::Const(v)) = (e.table.as_deref(), &state.value) else {
-        return false;
-    };
-    cx.krate.only_value(table, &state.column) == Some(v)
-}
-
-/// Is this a holder's write to a work row the crate hands out one holder at a time, and never
-/// takes back (no reaper)? Only the holder can write the row then. The claim itself (a write
-/// of an in-progress value) is not: its own lock or compare-and-set must make it exclusive.
-fn holder_writes(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bool {
-    let Some(table) = e.table.as_deref().filter(|t| is_work(t)) else {
-        return false;
-    };
-    !matches!(&state.value, AssignedValue::Const(v) if is_in_progress_value(v))
-        && cx.krate.holds_exclusively(table, &state.column)
-}
-
 /// Does helper `h` (which runs in its caller's transaction) lock the row it writes before
 /// writing it (`SELECT .. FOR UPDATE`, then checks, then the `UPDATE`), itself or through the
 /// helpers it calls?
@@ -230,45 +178,6 @@ fn locks_before_writing(
         }
     }
     false
-}
-
-/// Is the written row one this body created: its key comes from the result of the body's own
-/// insert into the table (`let build = insert_build(..)` .. `set_build_status(build, ..)`)?
-/// Nobody else has been handed the new row's key, so no other transition can be lost.
-fn own_new_row(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
-    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
-        return false;
-    };
-    let inserts = |e: &Effect| {
-        (e.kind == EffectKind::Write && e.insert || e.kind == EffectKind::Claim)
-            && e.table.is_some()
-            && query::same_state(e.table.as_deref(), write.table.as_deref())
-    };
-    (0..w).any(|r| {
-        // Its own insert, or a helper's (whose summary may show another write first).
-        (cx.effs(r).any(inserts)
-            || cx
-                .callees(r)
-                .iter()
-                .any(|&c| cx.krate.effects_of(c).body.direct.all().any(inserts)))
-            && {
-                let made = query::derived(cx.body, r);
-                call.all_args()
-                    .flat_map(|a| &a.paths)
-                    .any(|p| made.contains(query::first(p)))
-            }
-    })
-}
-
-/// A body whose statements may run in its caller's transaction (a transaction, a connection
-/// or an executor handed in, or held by `self`) and that opens none of its own: its writes are
-/// judged at its call sites.
-fn judged_by_callers(effects: &crate::effects::BodyEffects) -> bool {
-    let opens_own = effects
-        .direct
-        .all()
-        .any(|e| matches!(e.kind, EffectKind::TxBegin | EffectKind::TxClosure));
-    (effects.tx_param.is_some() || effects.tx_holder || effects.conn_param) && !opens_own
 }
 
 /// Was the row's state checked under a lock before the write? A protection — the row read
@@ -317,22 +226,6 @@ fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> 
             });
             protects && (p..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column))
         }
-    })
-}
-
-/// Is event `r` a read of the written record whose state is checked before `w`: in its own
-/// `WHERE`, or by a test of its result?
-fn state_read(cx: &RuleCx<'_>, r: u32, w: u32, write: &Effect, column: &str) -> bool {
-    cx.effs(r).any(|read| {
-        read.kind == EffectKind::Read
-            && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
-            && (read
-                .where_cols
-                .iter()
-                .any(|c| c == column || is_state_column(c))
-                || query::tests_of(cx.body, r)
-                    .into_iter()
-                    .any(|c| c > r && c < w))
     })
 }
 

@@ -1,0 +1,167 @@
+//! Which bodies handle a message from outside — a webhook or callback route, a broker or queue
+//! consumer, what such a handler dispatches each kind of message to — and the evidence that
+//! says so. A message may belong to the past: it was sent before the record last changed.
+
+use crate::apis::{BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, ROUTE_STEPS};
+use crate::facts::BodyId;
+use crate::fxhash::FxHashMap;
+use crate::ir::{Body, Call, EventKind};
+use crate::kb::names::{
+    is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_route,
+    is_message_type,
+};
+use crate::name::Name;
+use crate::rules::CrateView;
+
+/// Why a body is taken for a message handler.
+#[derive(Debug, Clone)]
+pub(crate) enum Evidence {
+    /// Registered at a route whose path receives messages (the path; empty for an attribute
+    /// whose path is not kept).
+    Routed(Name),
+    /// Registered as the consumer of a queue or broker (apalis `build_fn`).
+    Consumer,
+    /// It takes a parameter of this message type.
+    Receives(Name),
+    /// Its name says it receives a message (`stripe_webhook`, `handle_payment_event`).
+    Named,
+    /// A message handler calls it, and its name says it handles what it is handed.
+    Dispatched(BodyId),
+}
+
+impl Evidence {
+    /// How the note under a finding says it.
+    pub fn describe(&self, krate: &CrateView<'_>) -> String {
+        match self {
+            Evidence::Routed(p) if p.is_empty() => {
+                "its route attribute says it receives messages".to_string()
+            }
+            Evidence::Routed(p) => format!("it is routed at `{p}`"),
+            Evidence::Consumer => "it is registered as a queue consumer".to_string(),
+            Evidence::Receives(t) => format!("it receives a `{t}`"),
+            Evidence::Named => "its name says it receives a message".to_string(),
+            Evidence::Dispatched(c) => format!(
+                "the message handler `{}` hands messages to it",
+                krate.body(*c).name()
+            ),
+        }
+    }
+}
+
+/// The bodies the crate registers at message routes or as consumers, with the route path
+/// (empty for a consumer).
+pub(crate) fn registrations(krate: &CrateView<'_>) -> FxHashMap<BodyId, Name> {
+    let mut names: Vec<(Name, Name)> = Vec::new();
+    for (_, body) in krate.facts.all_bodies() {
+        for ev in &body.events {
+            if let EventKind::Call(c) = &ev.kind {
+                registered(body, c, &mut names);
+            }
+        }
+    }
+    let mut out: FxHashMap<BodyId, Name> = FxHashMap::default();
+    for (handler, path) in names {
+        let mut segments = handler.rsplit('.');
+        let ident = segments.next().unwrap_or(&handler);
+        let module = segments.next().filter(|m| *m != "self" && *m != "Self");
+        let free = krate.facts.free_fns.get(ident).into_iter().flatten();
+        let methods = krate.facts.methods_named.get(ident).into_iter().flatten();
+        for &id in free.chain(methods) {
+            let file = krate.paths[id.file as usize];
+            if module.is_none_or(|m| file.contains(m)) {
+                out.entry(id).or_insert_with(|| path.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The handlers one call chain registers: after a route step whose path receives messages,
+/// the functions named in its arguments and the next steps' (axum `.route("/hook",
+/// post(h))`, actix `web::resource("/hook").route(web::post().to(h))`); every function a
+/// consumer registration names.
+fn registered(body: &Body, c: &Call, out: &mut Vec<(Name, Name)>) {
+    let mut path: Option<&Name> = None;
+    for step in &c.steps {
+        if ROUTE_STEPS.contains(&step.name.as_str()) {
+            path = step
+                .args
+                .first()
+                .and_then(|a| a.strs().iter().find(|s| s.starts_with('/')))
+                .filter(|p| is_message_route(p));
+        }
+        let consumer = CONSUMER_REGISTRATION_STEPS.contains(&step.name.as_str());
+        let Some(at) = path.cloned().or_else(|| consumer.then_some(Name::EMPTY)) else {
+            continue;
+        };
+        for a in &step.args {
+            named_fns(body, a, 0, &mut |f| out.push((f.clone(), at.clone())));
+        }
+    }
+}
+
+/// The function paths an argument names: its places, and those of the calls it lowered to
+/// (`post(h)`, `web::post().to(h)`).
+fn named_fns(body: &Body, a: &crate::ir::Arg, depth: u32, f: &mut dyn FnMut(&Name)) {
+    for p in &a.paths {
+        f(p);
+    }
+    if let Some(ev) = a.ev
+        && depth < 2
+        && let Some(EventKind::Call(inner)) = body.events.get(ev as usize).map(|e| &e.kind)
+    {
+        for x in inner.all_args() {
+            named_fns(body, x, depth + 1, f);
+        }
+    }
+}
+
+/// Why body `id` handles a message from outside, when it does: its own evidence, or a message
+/// handler that dispatches to it.
+pub(crate) fn message_handler(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
+    direct(krate, id).or_else(|| {
+        let body = krate.body(id);
+        if !is_dispatch_target_name(&body.ident) {
+            return None;
+        }
+        krate
+            .call_sites(id)
+            .iter()
+            .find(|(caller, _)| direct(krate, *caller).is_some())
+            .map(|(caller, _)| Evidence::Dispatched(*caller))
+    })
+}
+
+/// The body's own evidence of handling a message: a message route, a consumer registration,
+/// a message parameter, or its name.
+fn direct(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
+    let body = krate.body(id);
+    if body.message_route {
+        return Some(Evidence::Routed(Name::EMPTY));
+    }
+    if let Some(path) = krate.registered().get(&id) {
+        return Some(if path.is_empty() {
+            Evidence::Consumer
+        } else {
+            Evidence::Routed(path.clone())
+        });
+    }
+    let handles = is_dispatch_target_name(&body.ident);
+    for (name, ty) in &body.params {
+        if name == "self" {
+            continue;
+        }
+        for t in ty {
+            let last = t.rsplit("::").next().unwrap_or(t);
+            let broker = BROKER_MESSAGE_TYPES.contains(&last)
+                || last == "Message" && {
+                    let full = krate.facts.resolve(id.file, t);
+                    BROKER_CRATES.iter().any(|c| full.starts_with(c))
+                };
+            if broker || is_message_type(last) || handles && is_event_type(last) {
+                return Some(Evidence::Receives(Name::new(last)));
+            }
+        }
+    }
+    is_message_handler_name(&body.ident).then_some(Evidence::Named)
+}

@@ -1,0 +1,253 @@
+//! `blind-callback-write`: a webhook, callback or message handler that writes the state its
+//! message speaks of without reading and checking the record's current state first.
+
+use super::RuleCx;
+use crate::diagnostic::Diagnostic;
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::facts::BodyId;
+use crate::handlers::{self, Evidence};
+use crate::kb::names::is_state_column;
+use crate::query;
+use crate::state_writes::{
+    guarded_filter, holder_writes, moved_state, only_transition, own_new_row,
+};
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags a message handler — a route whose path says it receives messages
+    /// (`/webhooks/psp`, `/payment-callback`, `/ipn`, `/notify`, `/events`), a function named as
+    /// one (`stripe_webhook`, `handle_payment_event`), a consumer registered with a queue
+    /// (apalis `build_fn`), a function taking a broker's message (lapin `Delivery`, rdkafka
+    /// `BorrowedMessage`, an `async_nats::Message`) or a message type (`Json<PaymentWebhook>`,
+    /// `Request<ShipmentNotification>`), or what such a handler dispatches to
+    /// (`handle_pull_request_closed`) — that updates a record's state column (SQL, diesel,
+    /// sea-orm, Redis, also through a helper) without having read and checked the record's
+    /// current state: no read of the record whose result it tests before the write, and no
+    /// expected state in the write's filter.
+    ///
+    /// It stays silent when the handler (or the handler that dispatched to it) reads the
+    /// record and tests what it read before the write — whether that read is under a lock is
+    /// `check-before-lock`'s question —, when the write's filter holds the expected state, a
+    /// version, an owner or a token, when the handler inserts a new row (an inbox or event log
+    /// for later processing), writes a row it created itself, sets the only value the crate
+    /// ever sets that column to, or writes a work row it holds alone (see
+    /// `unguarded-state-transition`), and under `#[staleguard::fenced]`.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// A message is a fact from the past: it was sent before the record last changed, and
+    /// providers retry, reorder and duplicate deliveries. A handler that writes what the
+    /// message says, by key alone, moves the record from whatever state it is in now:
+    ///
+    /// ```text
+    /// t0  checkout asks the provider to charge order 42
+    /// t1  the customer cancels order 42: status = cancelled, the goods go back on the shelf
+    /// t2  the provider's "payment succeeded" callback arrives (it was sent at t0, retried)
+    /// t3  UPDATE orders SET status = 'paid' WHERE id = 42
+    ///     <- a cancelled order is paid, and will ship; nobody refunds it
+    /// ```
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// async fn payment_webhook(State(db): State<PgPool>, Json(cb): Json<PaymentWebhook>) -> StatusCode {
+    ///     sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+    ///         .bind(cb.order_id)
+    ///         .execute(&db)
+    ///         .await
+    ///         .ok();
+    ///     StatusCode::OK
+    /// }
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Let the persisted state decide: move the record only from the state the message may
+    /// move it from, and treat zero rows as a stale message (answer 200, so the provider stops
+    /// retrying, and reconcile — refund — out of band):
+    ///
+    /// ```rust,ignore
+    /// let moved = sqlx::query(
+    ///     "UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'awaiting_payment' AND payment_attempt_id = $2",
+    /// )
+    /// .bind(cb.order_id)
+    /// .bind(&cb.attempt_id)
+    /// .execute(&db)
+    /// .await?;
+    /// if moved.rows_affected() == 0 {
+    ///     return Ok(StatusCode::OK); // stale or duplicate: nothing to do
+    /// }
+    /// ```
+    ///
+    /// Or read the record (in a transaction, `SELECT .. FOR UPDATE`), check its state and the
+    /// operation identity the message carries, then write. `#[staleguard::fenced(..)]` generates
+    /// that lock → re-read → verify → write shape.
+    ///
+    /// ### Known problems
+    ///
+    /// A handler is recognised from its route, its registration, its parameter types or its
+    /// name; a consumer loop that takes messages from an in-process channel is not. Any test of
+    /// a read of the record counts as a check, even one that only tests that the record exists.
+    /// A state that is final by contract (a merge that can never be undone) is still reported
+    /// when it is written blindly. Which columns are the key is not known without the schema
+    /// (see `unguarded-state-transition`).
+    pub(crate) static RULE = {
+        name: "blind-callback-write",
+        level: Error,
+        summary: "callback / webhook / message handler writes new state without checking the current state",
+        applies: applies,
+        check: check,
+    };
+}
+
+/// A write that moves a state column to something other than the time.
+fn moved_by(e: &Effect) -> Option<&Assigned> {
+    moved_state(e).filter(|a| a.value != AssignedValue::Now)
+}
+
+fn applies(cx: &RuleCx<'_>) -> bool {
+    cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(|e| moved_by(e).is_some())
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.body.fenced {
+        return;
+    }
+    let Some(evidence) = handlers::message_handler(cx.krate, cx.id) else {
+        return;
+    };
+    for w in 0..cx.body.events.len() as u32 {
+        for e in cx.effs(w) {
+            let Some(state) = moved_by(e) else {
+                continue;
+            };
+            if e.ident_guard
+                || guarded_filter(e, &state.column)
+                || only_transition(cx, e, state)
+                || holder_writes(cx, e, state)
+            {
+                continue;
+            }
+            // A handler it dispatches to is judged on its own.
+            if let Some(h) = e.via
+                && (handlers::message_handler(cx.krate, h).is_some()
+                    || checks_before_writing(cx, h, e.table.as_deref(), 0))
+            {
+                continue;
+            }
+            if checked_before(cx, w, e) || own_new_row(cx, w, e) {
+                continue;
+            }
+            if let Evidence::Dispatched(_) = evidence
+                && callers_checked(cx, e)
+            {
+                continue;
+            }
+            out.push(report(cx, w, e, state, &evidence));
+        }
+    }
+}
+
+/// Is there a read of the written record before event `w` whose state is checked: tested
+/// after the read, filtered on a state column, or read by a helper that tests what it read?
+fn checked_before(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
+    (0..w).any(|r| {
+        cx.effs(r).any(|read| {
+            read.kind == EffectKind::Read
+                && !read.in_memory
+                && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
+                && (read.where_cols.iter().any(|c| is_state_column(c))
+                    || query::tests_of(cx.body, r)
+                        .into_iter()
+                        .any(|c| c > r && c < w)
+                    || read.via.is_some_and(|h| tests_after_reading(cx, h)))
+        })
+    })
+}
+
+/// Does helper `h` test the result of a read it makes (`load_pending(id)?` that returns an
+/// error unless the record is pending)?
+fn tests_after_reading(cx: &RuleCx<'_>, h: BodyId) -> bool {
+    let view = cx.krate.effects_of(h);
+    let body = cx.krate.body(h);
+    (0..body.events.len() as u32).any(|r| {
+        view.at(r)
+            .any(|e| e.kind == EffectKind::Read && !e.in_memory)
+            && query::tests_of(body, r).into_iter().any(|c| c > r)
+    })
+}
+
+/// Does helper `h` read the record and test it before it writes it (`mark_paid` that locks
+/// the row, checks its state, then updates it), itself or through the helpers it calls?
+fn checks_before_writing(cx: &RuleCx<'_>, h: BodyId, table: Option<&str>, depth: u32) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    let sub = RuleCx::new(cx.krate, h);
+    let row = |e: &Effect| query::same_table_prefixed(e.table.as_deref(), table);
+    for w in 0..sub.body.events.len() as u32 {
+        if let Some(write) = sub
+            .effs(w)
+            .find(|e| e.kind == EffectKind::Write && !e.insert && row(e))
+        {
+            return checked_before(&sub, w, write)
+                || write
+                    .via
+                    .is_some_and(|next| checks_before_writing(cx, next, table, depth + 1));
+        }
+    }
+    false
+}
+
+/// Did every message handler that dispatches to this body check the record before the call?
+fn callers_checked(cx: &RuleCx<'_>, write: &Effect) -> bool {
+    let mut handlers = cx
+        .krate
+        .call_sites(cx.id)
+        .iter()
+        .filter(|(caller, _)| handlers::message_handler(cx.krate, *caller).is_some())
+        .peekable();
+    handlers.peek().is_some()
+        && handlers
+            .all(|&(caller, site)| checked_before(&RuleCx::new(cx.krate, caller), site, write))
+}
+
+fn report(
+    cx: &RuleCx<'_>,
+    w: u32,
+    e: &Effect,
+    state: &Assigned,
+    evidence: &Evidence,
+) -> Diagnostic {
+    let table = e.table.as_deref().unwrap_or("the record");
+    let column = &state.column;
+    let value = match &state.value {
+        AssignedValue::Const(v) => format!(" to `{v}`"),
+        _ => String::new(),
+    };
+    let message = match e.via {
+        Some(helper) => format!(
+            "message handler sets `{column}` of `{table}`{value} through `{}` without checking the current state",
+            cx.krate.body(helper).name()
+        ),
+        None => format!(
+            "message handler sets `{column}` of `{table}`{value} without checking the current state"
+        ),
+    };
+    let mut d = cx.diag(&RULE, w, message);
+    d.primary_label = Some(
+        "written from the message alone: no read of the record checked before, no expected state in the filter"
+            .to_string(),
+    );
+    d.notes.push(format!(
+        "`{}` handles a message from outside: {}",
+        cx.body.name(),
+        evidence.describe(cx.krate)
+    ));
+    d.notes.extend(cx.chain_notes(e));
+    d.help = Some(format!(
+        "move the record only from the state this message may move it from (`.. AND {column} = <expected>`, with the operation id the message carries) and treat 0 rows affected as a stale message, or read the record, check its state, then write; `#[staleguard::fenced(..)]` generates the lock → re-read → verify → write shape"
+    ));
+    d
+}
