@@ -7,8 +7,8 @@ use crate::facts::BodyId;
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, Call, EventKind};
 use crate::kb::names::{
-    is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_route,
-    is_message_type,
+    is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_param_name,
+    is_message_route, is_message_type,
 };
 use crate::name::Name;
 use crate::rules::CrateView;
@@ -117,7 +117,7 @@ fn named_fns(body: &Body, a: &crate::ir::Arg, depth: u32, f: &mut dyn FnMut(&Nam
 }
 
 /// Why body `id` handles a message from outside, when it does: its own evidence, or a message
-/// handler that dispatches to it.
+/// handler that dispatches the message to it.
 pub(crate) fn message_handler(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
     direct(krate, id).or_else(|| {
         let body = krate.body(id);
@@ -127,9 +127,65 @@ pub(crate) fn message_handler(krate: &CrateView<'_>, id: BodyId) -> Option<Evide
         krate
             .call_sites(id)
             .iter()
-            .find(|(caller, _)| direct(krate, *caller).is_some())
+            .find(|&&(caller, site)| dispatches(krate, caller, site))
             .map(|(caller, _)| Evidence::Dispatched(*caller))
     })
+}
+
+/// Does call `site` of body `caller` hand on the message `caller` handles: is `caller` a
+/// message handler by its own evidence, and does the call pass the message, or what a pattern
+/// took out of it (`match event { Event::Closed(payload) => on_closed(payload) }`)?
+pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bool {
+    if direct(krate, caller).is_none() {
+        return false;
+    }
+    let body = krate.body(caller);
+    let Some(EventKind::Call(call)) = body.events.get(site as usize).map(|e| &e.kind) else {
+        return false;
+    };
+    let mut message: Vec<&Name> = body
+        .params
+        .iter()
+        .filter(|(n, ty)| n != "self" && carries_message(n, ty))
+        .map(|(n, _)| n)
+        .collect();
+    // Taken out of the message by a pattern (a match arm, a `let`), with no call between: a
+    // lookup keyed by the message (`let repo = ctx.repo(&name)`) is not the message.
+    for ev in &body.events[..site as usize] {
+        let EventKind::Bind(b) = &ev.kind else {
+            continue;
+        };
+        let of_message = b.calls.is_empty()
+            && b.deps
+                .iter()
+                .any(|d| message.iter().any(|m| m.as_str() == first(d)));
+        for n in b.names.iter() {
+            let pos = message.iter().position(|m| *m == n);
+            match (of_message, pos) {
+                (true, None) => message.push(n),
+                (false, Some(i)) => {
+                    message.remove(i);
+                }
+                _ => {}
+            }
+        }
+    }
+    call.all_args()
+        .flat_map(|a| &a.paths)
+        .any(|p| message.iter().any(|m| m.as_str() == first(p)))
+}
+
+/// A parameter that holds the message: typed as one, or named as one (`event`, `payload`).
+fn carries_message(name: &str, ty: &[Name]) -> bool {
+    is_message_param_name(name)
+        || ty.iter().any(|t| {
+            let last = t.rsplit("::").next().unwrap_or(t);
+            BROKER_MESSAGE_TYPES.contains(&last) || is_message_type(last) || is_event_type(last)
+        })
+}
+
+fn first(path: &str) -> &str {
+    path.split('.').next().unwrap_or(path)
 }
 
 /// The body's own evidence of handling a message: a message route, a consumer registration,

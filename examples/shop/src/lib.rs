@@ -14,6 +14,7 @@ pub mod psp_stub;
 pub mod refunds;
 pub mod routes;
 pub mod seats;
+pub mod shipping;
 pub mod state;
 pub mod vouchers;
 

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::state::AppState;
-use crate::{checkout, orders, psp_stub, refunds, seats, vouchers};
+use crate::{checkout, orders, psp_stub, refunds, seats, shipping, vouchers};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -24,6 +24,11 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v3/orders/{id}/payment-callback",
             post(orders::payment_callback_fenced),
+        )
+        .route("/webhooks/carrier", post(shipping::carrier_webhook))
+        .route(
+            "/v2/webhooks/carrier",
+            post(shipping::carrier_webhook_guarded),
         )
         .route("/orders/{id}/checkout", post(checkout::checkout))
         .route("/v2/orders/{id}/checkout", post(checkout::checkout_guarded))

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use staleguard_example_shop::seats::{HoldRequest, release_if_held, release_reservation};
-use staleguard_example_shop::{AppState, checkout, orders, refunds, seats, vouchers};
+use staleguard_example_shop::{AppState, checkout, orders, refunds, seats, shipping, vouchers};
 
 async fn app() -> AppState {
     AppState::connect("sqlite::memory:", "http://127.0.0.1:9/psp")
@@ -123,6 +123,43 @@ async fn callback_for_the_current_attempt_marks_the_order_paid_once() {
     .await
     .unwrap();
     assert_eq!(wrong_attempt, (StatusCode::OK, "stale"));
+}
+
+#[tokio::test]
+async fn a_late_delivery_event_marks_a_cancelled_order_delivered_unless_guarded() {
+    let app = app().await;
+    let event = |order_id| {
+        Json(shipping::CarrierEvent {
+            order_id,
+            tracking_id: "trk-1".into(),
+        })
+    };
+    let paid = new_order(&app, 900).await;
+    sqlx::query("UPDATE orders SET status = 'paid' WHERE id = ?")
+        .bind(paid)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let delivered = shipping::carrier_webhook_guarded(State(app.clone()), event(paid))
+        .await
+        .unwrap();
+    assert_eq!(delivered, (StatusCode::OK, "delivered"));
+    assert_eq!(order_status(&app, paid).await.0, "delivered");
+
+    let cancelled = new_order(&app, 500).await;
+    orders::cancel_order(State(app.clone()), Path(cancelled))
+        .await
+        .unwrap();
+    let guarded = shipping::carrier_webhook_guarded(State(app.clone()), event(cancelled))
+        .await
+        .unwrap();
+    assert_eq!(guarded, (StatusCode::OK, "stale"));
+    assert_eq!(order_status(&app, cancelled).await.0, "cancelled");
+    let blind = shipping::carrier_webhook(State(app.clone()), event(cancelled))
+        .await
+        .unwrap();
+    assert_eq!(blind, StatusCode::OK);
+    assert_eq!(order_status(&app, cancelled).await.0, "delivered");
 }
 
 async fn issue(app: &AppState) -> String {

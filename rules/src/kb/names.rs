@@ -537,6 +537,23 @@ pub fn is_message_type(name: &str) -> bool {
     })
 }
 
+/// A parameter named as the message a handler was given (`event`, `payload`, `msg`).
+pub fn is_message_param_name(name: &str) -> bool {
+    words(name).any(|w| {
+        matches!(
+            w.as_str(),
+            "event"
+                | "message"
+                | "msg"
+                | "payload"
+                | "delivery"
+                | "notification"
+                | "webhook"
+                | "callback"
+        )
+    })
+}
+
 /// An event type (`PaymentEvent`, `InvoiceEvent`): a message when a handling function takes it.
 pub fn is_event_type(name: &str) -> bool {
     let last = name.rsplit("::").next().unwrap_or(name);

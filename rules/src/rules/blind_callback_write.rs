@@ -6,6 +6,7 @@ use crate::diagnostic::Diagnostic;
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::facts::BodyId;
 use crate::handlers::{self, Evidence};
+use crate::ir::{EventKind, Region};
 use crate::kb::names::is_state_column;
 use crate::query;
 use crate::state_writes::{
@@ -153,17 +154,43 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// after the read, filtered on a state column, or read by a helper that tests what it read?
 fn checked_before(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
     (0..w).any(|r| {
-        cx.effs(r).any(|read| {
-            read.kind == EffectKind::Read
-                && !read.in_memory
-                && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
-                && (read.where_cols.iter().any(|c| is_state_column(c))
-                    || query::tests_of(cx.body, r)
-                        .into_iter()
-                        .any(|c| c > r && c < w)
-                    || read.via.is_some_and(|h| tests_after_reading(cx, h)))
-        })
+        leads_to(cx, r, w)
+            && cx.effs(r).any(|read| {
+                read.kind == EffectKind::Read
+                    && !read.in_memory
+                    && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
+                    && (read.where_cols.iter().any(|c| is_state_column(c))
+                        || query::tests_of(cx.body, r)
+                            .into_iter()
+                            .any(|c| c > r && c < w)
+                        || read.via.is_some_and(|h| tests_after_reading(cx, h)))
+            })
     })
+}
+
+/// Can event `w` run after event `r` on the same path: is `r` in no branch that ends before
+/// `w` (another arm of the `match` that `w` is in)?
+fn leads_to(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
+    let mut depth = 0u32;
+    for i in r + 1..w {
+        match &cx.body.events[i as usize].kind {
+            EventKind::Enter(_) => depth += 1,
+            EventKind::Leave if depth > 0 => depth -= 1,
+            EventKind::Leave => {
+                let closes = cx.enter_of()[i as usize];
+                if closes.is_some_and(|e| {
+                    matches!(
+                        cx.body.events[e as usize].kind,
+                        EventKind::Enter(Region::Branch { .. })
+                    )
+                }) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// Does helper `h` test the result of a read it makes (`load_pending(id)?` that returns an
@@ -206,7 +233,7 @@ fn callers_checked(cx: &RuleCx<'_>, write: &Effect) -> bool {
         .krate
         .call_sites(cx.id)
         .iter()
-        .filter(|(caller, _)| handlers::message_handler(cx.krate, *caller).is_some())
+        .filter(|&&(caller, site)| handlers::dispatches(cx.krate, caller, site))
         .peekable();
     handlers.peek().is_some()
         && handlers
