@@ -7,8 +7,8 @@ use crate::facts::BodyId;
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, Call, EventKind};
 use crate::kb::names::{
-    is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_param_name,
-    is_message_route, is_message_type,
+    is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_module,
+    is_message_param_name, is_message_route, is_message_type, is_stored_record_type,
 };
 use crate::name::Name;
 use crate::rules::CrateView;
@@ -25,7 +25,8 @@ pub(crate) enum Evidence {
     Receives(Name),
     /// Its name says it receives a message (`stripe_webhook`, `handle_payment_event`).
     Named,
-    /// A message handler calls it, and its name says it handles what it is handed.
+    /// A message handler hands it the message, and its name (or its module's path) says it
+    /// handles what it is handed.
     Dispatched(BodyId),
 }
 
@@ -121,13 +122,17 @@ fn named_fns(body: &Body, a: &crate::ir::Arg, depth: u32, f: &mut dyn FnMut(&Nam
 pub(crate) fn message_handler(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
     direct(krate, id).or_else(|| {
         let body = krate.body(id);
-        if !is_dispatch_target_name(&body.ident) {
+        if !is_dispatch_target_name(&body.ident)
+            && !is_message_module(krate.paths[id.file as usize])
+        {
             return None;
         }
         krate
             .call_sites(id)
             .iter()
-            .find(|&&(caller, site)| dispatches(krate, caller, site))
+            .find(|&&(caller, site)| {
+                dispatches(krate, caller, site) && names(krate, caller, site, id)
+            })
             .map(|(caller, _)| Evidence::Dispatched(*caller))
     })
 }
@@ -175,6 +180,33 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
         .any(|p| message.iter().any(|m| m.as_str() == first(p)))
 }
 
+/// Does call `site` of `caller` name body `id` itself: its only callee, or the one whose file
+/// the call's module path names (`session_events::handler(..)` among many `handler`s)? A name
+/// that resolves to several bodies is not taken for any of them.
+pub(crate) fn names(krate: &CrateView<'_>, caller: BodyId, site: u32, id: BodyId) -> bool {
+    let callees = krate.effects_of(caller).callees(site);
+    if callees.len() == 1 {
+        return true;
+    }
+    let body = krate.body(caller);
+    let Some(EventKind::Call(call)) = body.events.get(site as usize).map(|e| &e.kind) else {
+        return false;
+    };
+    let module = match call.func.len() {
+        n if n >= 2 => Some(call.func[n - 2].as_str()),
+        _ => None,
+    };
+    module.is_some_and(|m| {
+        let file = krate.paths[id.file as usize];
+        file.contains(m)
+            && callees
+                .iter()
+                .filter(|c| krate.paths[c.file as usize].contains(m))
+                .count()
+                == 1
+    })
+}
+
 /// A parameter that holds the message: typed as one, or named as one (`event`, `payload`).
 fn carries_message(name: &str, ty: &[Name]) -> bool {
     is_message_param_name(name)
@@ -219,5 +251,16 @@ fn direct(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
             }
         }
     }
-    is_message_handler_name(&body.ident).then_some(Evidence::Named)
+    (is_message_handler_name(&body.ident) && !takes_stored_record(body)).then_some(Evidence::Named)
+}
+
+/// Does the body take a record the crate stored (`event: ScheduledEventRow`, `jobs:
+/// Vec<JobRecord>`)? A function named for events that works on rows of its own table is a
+/// worker of its own queue, not the receiver of a message from outside.
+fn takes_stored_record(body: &Body) -> bool {
+    body.params
+        .iter()
+        .filter(|(n, _)| n != "self")
+        .flat_map(|(_, ty)| ty)
+        .any(|t| is_stored_record_type(t.rsplit("::").next().unwrap_or(t)))
 }

@@ -129,7 +129,7 @@ pub(super) fn classify(
             .args
             .first()
             .and_then(|a| a.paths.first())
-            .map(|p| table_of(p));
+            .map(|p| diesel_table(cx, p));
         let mut where_cols = diesel_filter_cols(call);
         for a in &call.steps[0].args {
             where_cols.extend(a.eq_cols().iter().cloned());
@@ -194,20 +194,25 @@ pub(super) fn classify(
     }
     // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
     // The load may be followed by result adapters (`.get_result(conn).ok()`, `.optional()`).
-    let load = call
-        .steps
-        .iter()
-        .rposition(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
-        .map(|i| &call.steps[i]);
+    // diesel-async: the awaited step is the load, whatever error adapters follow it
+    // (`.first(conn).await.attach(..)?`).
+    let load = call.steps.iter().find(|s| s.awaited).or_else(|| {
+        call.steps
+            .iter()
+            .rposition(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
+            .map(|i| &call.steps[i])
+    });
     if call.func.is_empty()
         && !call.recv.is_empty()
         && load.is_some_and(|s| DIESEL_READ_STEPS.contains(&s.name.as_str()) && s.args.len() == 1)
         && !matches!(recv, Class::Collection | Class::Channel)
-        && (call.recv.len() == 1 || call.recv.last().is_some_and(|p| p == "table"))
+        && (call.recv.len() == 1
+            || call.recv.last().is_some_and(|p| p == "table")
+            || call.recv.len() == 2 && dsl_module(cx, &call.recv[0]).is_some())
         && call.steps.len() >= 2
     {
         let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
-            .with_table(Some(table_of(&call.recv[0])));
+            .with_table(Some(diesel_table(cx, &Name::join(&call.recv, "."))));
         e.token = e.table.as_deref().is_some_and(is_token_name);
         e.where_cols = diesel_filter_cols(call).into();
         e.locking = call
@@ -360,6 +365,32 @@ pub fn column_name(path: &str) -> Name {
 }
 
 /// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
+/// The table a diesel statement names: through a `use .. ::invoice::dsl as i_dsl` alias
+/// (`i_dsl::invoice`, `i_dsl.invoice`, `update(i_dsl::invoice)`), the table of that `dsl`
+/// module; otherwise [`table_of`].
+fn diesel_table(cx: &Classifier<'_>, path: &str) -> Name {
+    let head = path
+        .split(['.', ':'])
+        .find(|s| !s.is_empty())
+        .unwrap_or(path);
+    match dsl_module(cx, head) {
+        Some(table) => table,
+        None => table_of(path),
+    }
+}
+
+/// The table whose `dsl` module `local` stands for (`use crate::schema::invoice::dsl as
+/// i_dsl` makes `i_dsl` the `invoice` table's).
+fn dsl_module(cx: &Classifier<'_>, local: &str) -> Option<Name> {
+    let full = cx.facts.resolve(cx.file, local);
+    let mut parts = full.rsplit("::");
+    (parts.next() == Some("dsl"))
+        .then(|| parts.next())
+        .flatten()
+        .filter(|t| !t.is_empty() && *t != "schema" && *t != "crate")
+        .map(normalize_table)
+}
+
 pub fn table_of(path: &str) -> Name {
     // The module paths diesel's generated schema sits under are not the table
     // (`schema::orders::table`, `dsl::orders`).

@@ -519,9 +519,28 @@ const HANDLING_VERBS: &[&str] = &["handle", "on", "process", "consume", "receive
 /// A function named as a dispatch target (`handle_pull_request_closed`, `on_refund`): what a
 /// message handler hands each kind of message to.
 pub fn is_dispatch_target_name(name: &str) -> bool {
-    words(name)
-        .next()
-        .is_some_and(|f| matches!(f.as_str(), "handle" | "on" | "process"))
+    let mut w = words(name);
+    w.next()
+        .is_some_and(|f| matches!(f.as_str(), "handle" | "on" | "process" | "handler"))
+        || w.any(|x| x == "handler")
+}
+
+/// A source path whose folders or file say it holds message handlers (`src/webhooks/stripe.rs`,
+/// `hooks/invoice_events.rs`, `callbacks.rs`).
+pub fn is_message_module(path: &str) -> bool {
+    words(path).any(|w| {
+        matches!(
+            w.trim_end_matches('s'),
+            "webhook" | "hook" | "callback" | "ipn"
+        )
+    })
+}
+
+/// A place a test reads that holds a record's state or the identity of its round: `status`,
+/// `order.state`, `is_paid`, `cancelled`, `attempt_id`, `version`.
+pub fn is_state_place(place: &str) -> bool {
+    let last = place.rsplit('.').next().unwrap_or(place);
+    is_state_column(last) || is_state_value(last) || is_fencing_column(last)
 }
 
 /// A parameter type that carries a message received from outside: `Json<PaymentWebhook>`,
@@ -550,6 +569,17 @@ pub fn is_message_param_name(name: &str) -> bool {
                 | "notification"
                 | "webhook"
                 | "callback"
+        )
+    })
+}
+
+/// A type of a stored record: a database row or model (`ScheduledEventRow`, `JobRecord`,
+/// `OrderModel`, `invoice::Entity`).
+pub fn is_stored_record_type(name: &str) -> bool {
+    words(name).last().is_some_and(|w| {
+        matches!(
+            w.as_str(),
+            "row" | "rows" | "record" | "records" | "model" | "entity"
         )
     })
 }

@@ -7,7 +7,7 @@ use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::facts::BodyId;
 use crate::handlers::{self, Evidence};
 use crate::ir::{EventKind, Region};
-use crate::kb::names::is_state_column;
+use crate::kb::names::{is_state_column, is_state_place, is_state_value};
 use crate::query;
 use crate::state_writes::{
     guarded_filter, holder_writes, moved_state, only_transition, own_new_row,
@@ -27,13 +27,18 @@ declare_rule! {
     /// current state: no read of the record whose result it tests before the write, and no
     /// expected state in the write's filter.
     ///
-    /// It stays silent when the handler (or the handler that dispatched to it) reads the
-    /// record and tests what it read before the write — whether that read is under a lock is
-    /// `check-before-lock`'s question —, when the write's filter holds the expected state, a
-    /// version, an owner or a token, when the handler inserts a new row (an inbox or event log
-    /// for later processing), writes a row it created itself, sets the only value the crate
-    /// ever sets that column to, or writes a work row it holds alone (see
-    /// `unguarded-state-transition`), and under `#[staleguard::fenced]`.
+    /// It stays silent when the handler (or every caller that hands it the message) looks at
+    /// the record's current state before the write: reads it under a row lock (`FOR UPDATE`),
+    /// reads it filtered on its state, tests a state or identity field of what it read
+    /// (`order.status`, `row.attempt_id`; a test that the record exists is no check), claims
+    /// it, or moves it by a compare-and-set whose rows it checks — whether such a read is
+    /// under a lock is `check-before-lock`'s question. Also when the write's filter holds the
+    /// expected state, a version, an owner or a token, when the handler inserts a new row (an
+    /// inbox or event log for later processing), writes a row it created itself, sets the only
+    /// value the crate ever sets that column to, or writes a work row it holds alone (see
+    /// `unguarded-state-transition`), for a function named for events that takes a stored
+    /// row of the crate (`event: ScheduledEventRow`: a worker of its own queue), and under
+    /// `#[staleguard::fenced]`.
     ///
     /// ### Why is this bad?
     ///
@@ -88,11 +93,13 @@ declare_rule! {
     /// ### Known problems
     ///
     /// A handler is recognised from its route, its registration, its parameter types or its
-    /// name; a consumer loop that takes messages from an in-process channel is not. Any test of
-    /// a read of the record counts as a check, even one that only tests that the record exists.
-    /// A state that is final by contract (a merge that can never be undone) is still reported
-    /// when it is written blindly. Which columns are the key is not known without the schema
-    /// (see `unguarded-state-transition`).
+    /// name; a consumer loop that takes messages from an in-process channel is not, nor a route
+    /// registered through a helper the router calls. A record loaded, changed in memory and
+    /// saved whole (`model.save(db)`), an upsert that overwrites (`ON CONFLICT DO UPDATE`) and
+    /// a boolean flag (`is_paid = true`) are not taken for state writes. A diesel query built in
+    /// a local and loaded later loses its table. A state that is final by contract (a merge
+    /// that can never be undone) is still reported when it is written blindly. Which columns
+    /// are the key is not known without the schema (see `unguarded-state-transition`).
     pub(crate) static RULE = {
         name: "blind-callback-write",
         level: Error,
@@ -130,9 +137,11 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             {
                 continue;
             }
-            // A handler it dispatches to is judged on its own.
+            // A handler it dispatches to is judged on its own; a callee the call's name does
+            // not single out (one of several `handler`s) is not taken for it.
             if let Some(h) = e.via
-                && (handlers::message_handler(cx.krate, h).is_some()
+                && (!handlers::names(cx.krate, cx.id, w, h)
+                    || handlers::message_handler(cx.krate, h).is_some()
                     || checks_before_writing(cx, h, e.table.as_deref(), 0))
             {
                 continue;
@@ -140,9 +149,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             if checked_before(cx, w, e) || own_new_row(cx, w, e) {
                 continue;
             }
-            if let Evidence::Dispatched(_) = evidence
-                && callers_checked(cx, e)
-            {
+            if callers_checked(cx, &evidence, e) {
                 continue;
             }
             out.push(report(cx, w, e, state, &evidence));
@@ -150,21 +157,38 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Is there a read of the written record before event `w` whose state is checked: tested
-/// after the read, filtered on a state column, or read by a helper that tests what it read?
+/// Is the written record's current state looked at before event `w` on its path: a read of it
+/// under a row lock, filtered on its state, whose state is tested after the read, or made by a
+/// helper that tests what it read; or a claim or compare-and-set of it (which holds the record,
+/// or moved it from the state it expected)?
 fn checked_before(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
+    let same = |e: &Effect| {
+        !e.in_memory && query::same_table_prefixed(e.table.as_deref(), write.table.as_deref())
+    };
     (0..w).any(|r| {
         leads_to(cx, r, w)
-            && cx.effs(r).any(|read| {
-                read.kind == EffectKind::Read
-                    && !read.in_memory
-                    && query::same_table_prefixed(read.table.as_deref(), write.table.as_deref())
-                    && (read.where_cols.iter().any(|c| is_state_column(c))
-                        || query::tests_of(cx.body, r)
-                            .into_iter()
-                            .any(|c| c > r && c < w)
-                        || read.via.is_some_and(|h| tests_after_reading(cx, h)))
+            && cx.effs(r).any(|e| {
+                same(e)
+                    && (e.kind == EffectKind::Claim
+                        || e.kind == EffectKind::Write
+                            && !e.insert
+                            && (e.where_cols.iter().any(|c| is_state_column(c))
+                                || e.conditional
+                                    && query::tests_of(cx.body, r)
+                                        .into_iter()
+                                        .any(|c| c >= r && c < w)))
             })
+            || leads_to(cx, r, w)
+                && cx.effs(r).any(|read| {
+                    read.kind == EffectKind::Read
+                        && same(read)
+                        && (read.locking
+                            || read.where_cols.iter().any(|c| is_state_column(c))
+                            || query::tests_of(cx.body, r)
+                                .into_iter()
+                                .any(|c| c > r && c < w && tests_state(cx.body, c))
+                            || read.via.is_some_and(|h| tests_after_reading(cx, h)))
+                })
     })
 }
 
@@ -191,6 +215,20 @@ fn leads_to(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
         }
     }
     true
+}
+
+/// Does test event `c` look at a record's state: a state or identity field of what was read
+/// (`order.status`, `status`, `row.attempt_id`), or a state value (`Status::Paid`)? A test that
+/// the record exists (`.ok_or(NotFound)?`, `let Some(order) = .. else`) is not a check of its
+/// state.
+fn tests_state(body: &crate::ir::Body, c: u32) -> bool {
+    let EventKind::Cond(t) = &body.events[c as usize].kind else {
+        // `?` on a chain with a row check: the read's own filter decides.
+        return false;
+    };
+    t.deps.iter().any(|d| is_state_place(d))
+        || t.values.iter().any(|v| is_state_value(v))
+        || t.pats.iter().flatten().any(|p| is_state_value(p))
 }
 
 /// Does helper `h` test the result of a read it makes (`load_pending(id)?` that returns an
@@ -227,13 +265,16 @@ fn checks_before_writing(cx: &RuleCx<'_>, h: BodyId, table: Option<&str>, depth:
     false
 }
 
-/// Did every message handler that dispatches to this body check the record before the call?
-fn callers_checked(cx: &RuleCx<'_>, write: &Effect) -> bool {
+/// Did every caller that hands this body its message check the record before the call — the
+/// message handlers that dispatch to it, or, for a handler by its own evidence, the crate's
+/// callers of it (a worker that claimed the row, then hands it on)?
+fn callers_checked(cx: &RuleCx<'_>, evidence: &Evidence, write: &Effect) -> bool {
+    let dispatched = matches!(evidence, Evidence::Dispatched(_));
     let mut handlers = cx
         .krate
         .call_sites(cx.id)
         .iter()
-        .filter(|&&(caller, site)| handlers::dispatches(cx.krate, caller, site))
+        .filter(|&&(caller, site)| !dispatched || handlers::dispatches(cx.krate, caller, site))
         .peekable();
     handlers.peek().is_some()
         && handlers
