@@ -7,6 +7,7 @@ use crate::facts::BodyId;
 use crate::name::Name;
 use crate::sql::SqlKind;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// What a call does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,10 +97,11 @@ pub(crate) struct Effect {
     pub insert: bool,
     /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
     pub purge: bool,
-    /// The columns a write's filter compares (SQL and ORM filters).
-    pub where_cols: Box<[Name]>,
+    /// The columns a write's filter compares (SQL and ORM filters). Shared, not copied, by
+    /// the effects call sites gain from it (as are `sets`).
+    pub where_cols: Arc<[Name]>,
     /// What a write sets (SQL `SET` / `INSERT` values, diesel `.set(..)`, sea-orm model fields).
-    pub sets: Box<[Assigned]>,
+    pub sets: Arc<[Assigned]>,
     /// The write picks its rows (a `WHERE`, a `find(id)`, a model's key); `false` for a
     /// statement over the whole table.
     pub filtered: bool,
@@ -148,8 +150,8 @@ impl Effect {
             in_memory: false,
             insert: false,
             purge: false,
-            where_cols: Box::default(),
-            sets: Box::default(),
+            where_cols: Arc::default(),
+            sets: Arc::default(),
             filtered: true,
             expires: false,
             token: false,

@@ -87,12 +87,13 @@ pub struct Body {
     /// Under `#[staleguard::idempotent(..)]` with arguments that parse.
     pub idempotent: bool,
     /// The `key = ..` of that attribute as a dotted place (`top_up.voucher`), when it is one.
-    pub idempotent_key: Option<Name>,
+    pub idempotent_key: Option<Box<Name>>,
     /// A route attribute puts it at a path that receives messages (`#[post("/webhooks/psp")]`).
     pub message_route: bool,
-    pub params: Vec<(Name, TypeRef)>,
-    pub ret: TypeRef,
-    pub events: Vec<Event>,
+    pub params: Box<[(Name, TypeRef)]>,
+    pub ret: Box<[Name]>,
+    /// Boxed once lowering is done: no spare capacity is kept for the run.
+    pub events: Box<[Event]>,
 }
 
 #[derive(Debug, Clone)]

@@ -260,11 +260,11 @@ impl ItemLowerer<'_, '_> {
             fenced,
             mut_self,
             idempotent,
-            idempotent_key,
+            idempotent_key: idempotent_key.map(Box::new),
             message_route: message_route(attrs),
-            params,
-            ret,
-            events,
+            params: params.into_boxed_slice(),
+            ret: ret.into_boxed_slice(),
+            events: events.into_boxed_slice(),
         });
         // Nested items (fns declared inside the body) are separate bodies.
         for stmt in &block.stmts {

@@ -132,7 +132,12 @@ mod tests {
         let lines = LineIndex::new(text);
         let ir = super::super::parse_and_lower(text, &lines, &crate::Knowledge::default())
             .expect("parses");
-        ir.bodies.into_iter().next().expect("one body").events
+        ir.bodies
+            .into_iter()
+            .next()
+            .expect("one body")
+            .events
+            .into_vec()
     }
 
     fn kept_whole(events: &[crate::ir::Event]) -> bool {
