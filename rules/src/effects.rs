@@ -118,6 +118,9 @@ pub(crate) struct Effect {
     pub lock_claim: bool,
     /// Named by the project's `[knowledge]`, not recognised from evidence.
     pub configured: bool,
+    /// A lock held outside this process that can end without its holder knowing — a
+    /// distributed lock, a Redis lock, a session advisory lock: a lease.
+    pub lease: bool,
     /// A spawned closure that runs once after a delay (`run_later`), with no sleep of its own.
     pub delayed: bool,
     pub guard: GuardUse,
@@ -159,6 +162,7 @@ impl Effect {
             sql: None,
             lock_claim: false,
             configured: false,
+            lease: false,
             delayed: false,
             guard: GuardUse::Held,
             tx_local: None,

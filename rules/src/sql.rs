@@ -61,6 +61,19 @@ pub struct SqlInfo {
     pub returning: bool,
     /// `.. ISOLATION LEVEL SERIALIZABLE` (in `BEGIN` or `SET TRANSACTION`).
     pub serializable: bool,
+    /// An advisory lock the statement takes: PostgreSQL's `pg_advisory_lock` /
+    /// `pg_try_advisory_lock` (held by the session, across transactions) or the
+    /// `pg_advisory_xact_lock` forms (ended by the transaction), MySQL's `GET_LOCK` (session).
+    pub advisory: Option<Advisory>,
+}
+
+/// How long an advisory lock lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advisory {
+    /// Until released or the session (the connection) ends: it outlives transactions.
+    Session,
+    /// Until the transaction ends.
+    Transaction,
 }
 
 impl SqlInfo {
@@ -264,6 +277,16 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         on_conflict_nothing: false,
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
+        advisory: toks.iter().find_map(|t| match t {
+            Tok::Word(w, false) => match w.as_str() {
+                "pg_advisory_lock" | "pg_try_advisory_lock" | "get_lock" => Some(Advisory::Session),
+                "pg_advisory_xact_lock" | "pg_try_advisory_xact_lock" => {
+                    Some(Advisory::Transaction)
+                }
+                _ => None,
+            },
+            _ => None,
+        }),
     };
     // The statement's verb: the first top-level verb after an optional WITH clause.
     let mut depth = 0i32;

@@ -28,6 +28,7 @@ impl Exported {
             && mine.token == e.token
             && mine.delete == e.delete
             && mine.in_memory == e.in_memory
+            && mine.lease == e.lease
     }
 }
 

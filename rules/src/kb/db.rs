@@ -14,7 +14,7 @@ use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
 use crate::ir::LOCAL_VALUE;
 use crate::name::Name;
-use crate::sql::{SqlInfo, SqlKind, is_plain_key};
+use crate::sql::{Advisory, SqlInfo, SqlKind, is_plain_key};
 
 fn db_recv(recv: &Class) -> bool {
     matches!(recv, Class::Db | Class::DbTx)
@@ -99,6 +99,9 @@ pub(super) fn classify(
             || call.func_last().ends_with('!')
             || QUERY_FNS.contains(&call.func_last());
         if executes {
+            if let Some(advisory) = sql.advisory {
+                return Some(advisory_lock(advisory));
+            }
             return Some(sql_eff(&sql, call, cx));
         }
     }
@@ -422,6 +425,18 @@ pub fn normalize_table(t: &str) -> Name {
         s.pop();
     }
     Name::from(s)
+}
+
+/// `SELECT pg_advisory_lock($1)`: a lock held by the database session. A session lock outlives
+/// transactions and is lost with the connection: a lease.
+fn advisory_lock(advisory: Advisory) -> Effect {
+    let mut e = match advisory {
+        Advisory::Session => Effect::new(EffectKind::Lock, "takes a session advisory lock"),
+        Advisory::Transaction => Effect::new(EffectKind::Lock, "takes a transaction advisory lock"),
+    };
+    e.lease = advisory == Advisory::Session;
+    e.sql = Some(SqlKind::Select);
+    e
 }
 
 fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {

@@ -77,6 +77,7 @@ pub(super) fn classify(
         if eff == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
             e.what = "acquires a redis lock".into();
             e.lock_claim = true;
+            e.lease = true;
         }
         return Some(e);
     }
@@ -127,6 +128,7 @@ pub(super) fn classify(
     if kind == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
         e.what = "acquires a redis lock".into();
         e.lock_claim = true;
+        e.lease = true;
     }
     if kind == EffectKind::Write {
         e.sets = assigned(step, name).into();

@@ -143,6 +143,7 @@ pub(super) fn classify(
     {
         let mut e = Effect::new(EffectKind::Lock, "acquires a distributed lock");
         e.table = Some(Name::join(&call.recv, "."));
+        e.lease = true;
         return Some(e);
     }
 

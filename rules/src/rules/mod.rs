@@ -71,6 +71,7 @@ macro_rules! declare_rule {
 mod blind_callback_write;
 mod check_before_lock;
 mod duplicate_as_failure;
+mod lease_without_fencing;
 mod processing_without_lease;
 mod rpc_in_transaction;
 mod timeout_as_failure;
@@ -87,6 +88,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &blind_callback_write::RULE,
     &unguarded_state_transition::RULE,
     &timeout_as_failure::RULE,
+    &lease_without_fencing::RULE,
     &processing_without_lease::RULE,
     &duplicate_as_failure::RULE,
 ];

@@ -1,0 +1,245 @@
+//! `lease-without-fencing`: a holder of a lease — a distributed lock, a Redis lock, a session
+//! advisory lock — that writes another store, another connection, or calls another service
+//! without a fencing token the write checks.
+
+use super::RuleCx;
+use crate::apis::{EXEC_STEPS, GUARD_RELEASE_STEPS};
+use crate::diagnostic::Diagnostic;
+use crate::effects::{Effect, EffectKind};
+use crate::ir::{Call, EventKind};
+use crate::kb::names::is_fencing_column;
+use crate::name::Name;
+use crate::query;
+
+declare_rule! {
+    /// ### What it does
+    ///
+    /// Flags the first write or remote call made while a lease is held — a distributed lock
+    /// (a redlock / lock-manager client), a Redis lock (`SET lock:x v NX PX ..`), a PostgreSQL
+    /// session advisory lock (`pg_advisory_lock`, held by the connection, across transactions)
+    /// — when it passes no fencing token the target can check: no fencing column (a version,
+    /// generation, epoch, token, owner, attempt) in the write's filter, and neither the lease
+    /// guard nor a token among the call's arguments.
+    ///
+    /// It stays silent for a write on the connection that holds the advisory lock (the session
+    /// that loses the lock loses the write too), for a transaction advisory lock
+    /// (`pg_advisory_xact_lock`: the writes of that transaction commit or fail with it), for
+    /// writes to the lock key itself (its release or extension), for in-process locks (a
+    /// `Mutex` cannot expire), and under `#[staleguard::fenced]`.
+    ///
+    /// ### Why is this bad?
+    ///
+    /// A lease ends on a clock, not when its holder says so. A holder that pauses — a GC or
+    /// allocator stall, a slow `await`, a network partition — wakes up still believing it
+    /// holds the lease, and writes:
+    ///
+    /// ```text
+    /// t0  worker A takes lock:report (30 s), reads the report's rows
+    /// t1  A stalls for 40 s; the lock expires
+    /// t2  worker B takes lock:report, rebuilds the report, writes it
+    /// t3  A wakes up and writes its old report over B's   <- two holders, lost update
+    /// ```
+    ///
+    /// The lock cannot stop A: only the store A writes to can, if every write carries a
+    /// number that grows with each holder (the fencing token) and the store rejects numbers
+    /// lower than one it has seen.
+    ///
+    /// ### Example
+    ///
+    /// ```rust,ignore
+    /// let _: Option<String> = redis::cmd("SET").arg("lock:report").arg(&me).arg("NX").arg("PX").arg(30_000)
+    ///     .query_async(&mut con).await?;
+    /// let rows = build_report(&db).await?;
+    /// sqlx::query("UPDATE reports SET body = $1 WHERE id = $2").bind(rows).bind(id).execute(&db).await?;
+    /// ```
+    ///
+    /// ### Use instead
+    ///
+    /// Hand out a token with the lease (a counter incremented on every acquisition) and make
+    /// the write conditional on it:
+    ///
+    /// ```rust,ignore
+    /// sqlx::query("UPDATE reports SET body = $1, fence = $3 WHERE id = $2 AND fence < $3")
+    ///     .bind(rows).bind(id).bind(lease.token)
+    ///     .execute(&db).await?;
+    /// ```
+    ///
+    /// Or keep the lock and the writes in one transaction (`pg_advisory_xact_lock`, `SELECT ..
+    /// FOR UPDATE`), so that losing the lock aborts the writes. `#[staleguard::fenced(..)]`
+    /// with a lease store passes the token to the body and checks it before the write.
+    ///
+    /// ### Known problems
+    ///
+    /// Leases the analyzer does not recognise — a lease row in a table (`owner`, `expires_at`),
+    /// etcd, ZooKeeper or Kubernetes leases, leader elections — are not checked. A token
+    /// checked inside the called service is not seen: any argument named like a token, or the
+    /// lease guard itself, counts as passing it. A write through a helper after a session
+    /// advisory lock is not judged (its connection is not known). Only the first unfenced
+    /// write of each lease is reported.
+    pub(crate) static RULE = {
+        name: "lease-without-fencing",
+        level: Warning,
+        summary: "a distributed lock / lease holder writes without passing the lease's fencing token",
+        applies: applies,
+        check: check,
+    };
+}
+
+fn is_lease(e: &Effect) -> bool {
+    e.lease && matches!(e.kind, EffectKind::Lock | EffectKind::Claim)
+}
+
+fn applies(cx: &RuleCx<'_>) -> bool {
+    (cx.kinds().has(EffectKind::Lock) || cx.kinds().has(EffectKind::Claim))
+        && cx.effects().any_order().any(is_lease)
+}
+
+fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.body.fenced {
+        return;
+    }
+    let binders = query::binders(cx.body);
+    let events = cx.body.events.len() as u32;
+    for a in 0..events {
+        let Some(lease) = cx.effs(a).find(|e| is_lease(e)) else {
+            continue;
+        };
+        let guard = binders[a as usize].first().filter(|n| n.as_str() != "_");
+        let holder = executor(cx, a);
+        for w in a + 1..released_at(cx, a, guard) {
+            if let Some(x) = cx
+                .effs(w)
+                .find(|x| unfenced(cx, lease, holder.as_ref(), guard, w, x))
+            {
+                out.push(report(cx, a, lease, w, x));
+                break;
+            }
+        }
+    }
+}
+
+/// Where the lease taken at event `a` ends: its guard dropped or released
+/// (`lock.unlock(guard)`), or the end of the body.
+fn released_at(cx: &RuleCx<'_>, a: u32, guard: Option<&Name>) -> u32 {
+    let Some(g) = guard else {
+        return cx.body.events.len() as u32;
+    };
+    let names_guard = |c: &Call| {
+        c.all_args()
+            .flat_map(|x| &x.paths)
+            .any(|p| query::first(p) == g.as_str())
+    };
+    (a + 1..cx.body.events.len() as u32)
+        .find(|&i| match &cx.body.events[i as usize].kind {
+            EventKind::Drop { name } => name == g,
+            EventKind::Call(c) => {
+                c.steps
+                    .iter()
+                    .any(|s| GUARD_RELEASE_STEPS.contains(&s.name.as_str()))
+                    && (names_guard(c) || c.recv.first() == Some(g))
+            }
+            _ => false,
+        })
+        .unwrap_or(cx.body.events.len() as u32)
+}
+
+/// The connection (or pool) a statement runs on: the argument of its run step
+/// (`.execute(&mut *conn)` gives `conn`).
+fn executor(cx: &RuleCx<'_>, i: u32) -> Option<Name> {
+    let EventKind::Call(c) = &cx.body.events[i as usize].kind else {
+        return None;
+    };
+    c.steps
+        .iter()
+        .rev()
+        .find(|s| EXEC_STEPS.contains(&s.name.as_str()))
+        .and_then(|s| s.args.first())
+        .and_then(|a| a.paths.first())
+        .cloned()
+}
+
+/// Is effect `x` of event `w`, made while `lease` is held, a write or a call that carries no
+/// fencing token?
+fn unfenced(
+    cx: &RuleCx<'_>,
+    lease: &Effect,
+    holder: Option<&Name>,
+    guard: Option<&Name>,
+    w: u32,
+    x: &Effect,
+) -> bool {
+    let writes = match x.kind {
+        EffectKind::Remote => true,
+        EffectKind::Write | EffectKind::Claim => !x.in_memory,
+        _ => false,
+    };
+    if !writes || is_lease(x) || x.where_cols.iter().any(|c| is_fencing_column(c)) {
+        return false;
+    }
+    // The lock key itself (its release or extension) and its keys (`lock:report:fence`, the
+    // token counter).
+    if x.kv
+        && lease.kv
+        && let (Some(t), Some(l)) = (x.table.as_deref(), lease.table.as_deref())
+        && (t.starts_with(l) || is_fencing_column(t))
+    {
+        return false;
+    }
+    if carries_token(cx, w, guard) {
+        return false;
+    }
+    // A session advisory lock fences the statements of its own session.
+    if lease.kind == EffectKind::Lock
+        && lease.sql.is_some()
+        && x.kind != EffectKind::Remote
+        && !x.kv
+    {
+        if x.via.is_some() {
+            return false;
+        }
+        let on = executor(cx, w);
+        return match (holder, on) {
+            (Some(h), Some(o)) => query::first(h) != query::first(&o),
+            _ => false,
+        };
+    }
+    true
+}
+
+/// Does call `w` pass the lease guard or something named like a fencing token (`lease.token`,
+/// `fence`, `epoch`)?
+fn carries_token(cx: &RuleCx<'_>, w: u32, guard: Option<&Name>) -> bool {
+    let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    c.all_args().flat_map(|a| &a.paths).any(|p| {
+        guard.is_some_and(|g| query::first(p) == g.as_str())
+            || p.split('.').skip(1).any(is_fencing_column)
+            || is_fencing_column(query::first(p))
+    })
+}
+
+fn report(cx: &RuleCx<'_>, a: u32, lease: &Effect, w: u32, x: &Effect) -> Diagnostic {
+    let target = match (x.kind, x.table.as_deref()) {
+        (EffectKind::Remote, _) => "a call to another service".to_string(),
+        (_, Some(t)) => format!("a write to `{t}`"),
+        _ => "a write".to_string(),
+    };
+    let message = format!("{target} is made under a lease without a fencing token");
+    let mut d = cx.diag(&RULE, w, message);
+    d.primary_label = Some(format!("{}: no fencing token is passed or checked", x.what));
+    d.labels
+        .push(cx.label(a, format!("the lease is taken here ({})", lease.what)));
+    d.notes.extend(cx.chain_notes(x));
+    if lease.kind == EffectKind::Lock && lease.sql.is_some() {
+        d.notes.push(
+            "a session advisory lock is held by its connection: a write on another connection is not stopped when that session, and the lock, are lost"
+                .to_string(),
+        );
+    }
+    d.help = Some(
+        "pass a fencing token handed out with the lease (a number that grows with every holder) and make the write check it (`.. WHERE fence < $token`, the service's token parameter), or do the writes in the transaction that holds the lock (`pg_advisory_xact_lock`, `SELECT .. FOR UPDATE`); `#[staleguard::fenced(..)]` passes and checks the token"
+            .to_string(),
+    );
+    d
+}
