@@ -503,7 +503,13 @@ pub(crate) const CONCURRENT_MAP_WRITES: &[&str] = &[
 ];
 
 /// Distributed lock managers' acquire steps (awaited: `locks.lock(resource, ttl).await`).
-pub(crate) const DIST_LOCK_STEPS: &[&str] = &["lock", "acquire", "acquire_no_guard", "try_lock"];
+pub(crate) const DIST_LOCK_STEPS: &[&str] = &[
+    "lock",
+    "acquire",
+    "acquire_no_guard",
+    "try_lock",
+    "try_acquire",
+];
 
 /// Steps that end a guard's life early (`locks.unlock(&guard)`, `lease.release(guard)`).
 pub(crate) const GUARD_RELEASE_STEPS: &[&str] = &["unlock", "release", "release_lock"];
@@ -800,8 +806,17 @@ pub(crate) const TYPE_WRAPPERS: &[&str] = &[
 /// Words of a resolved type path (lowercase) and the class they give, tried in this order by
 /// `kb::types`.
 pub(crate) const CONCURRENT_MAP_TYPES: &[&str] = &["dashmap", "dashset", "scc::"];
-pub(crate) const DIST_LOCK_TYPES: &[&str] =
-    &["lockmanager", "redlock", "rslock", "distributedlock"];
+pub(crate) const DIST_LOCK_TYPES: &[&str] = &[
+    "lockmanager",
+    "redlock",
+    "rslock",
+    "distributedlock",
+    // sqlx's session advisory lock: `PgAdvisoryLock::new(key).acquire(conn)`.
+    "pgadvisorylock",
+    // staleguard's own lease stores (`SqliteLeaseStore`, `PgLeaseStore`, `LeaseGuard`).
+    "leasestore",
+    "leaseguard",
+];
 pub(crate) const MAP_TYPES: &[&str] = &[
     "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",
 ];

@@ -25,6 +25,12 @@ impl From<staleguard::Error> for ShopError {
     }
 }
 
+impl From<staleguard::lease::LeaseError> for ShopError {
+    fn from(err: staleguard::lease::LeaseError) -> Self {
+        ShopError::Guard(err.into())
+    }
+}
+
 impl IntoResponse for ShopError {
     fn into_response(self) -> Response {
         match self {

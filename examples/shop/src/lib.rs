@@ -10,6 +10,7 @@ pub mod checkout;
 pub mod error;
 pub mod gateway;
 pub mod orders;
+pub mod payouts;
 pub mod psp_stub;
 pub mod refunds;
 pub mod routes;

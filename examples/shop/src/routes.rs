@@ -6,7 +6,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::state::AppState;
-use crate::{checkout, orders, psp_stub, refunds, seats, shipping, vouchers};
+use crate::{checkout, orders, payouts, psp_stub, refunds, seats, shipping, vouchers};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -25,6 +25,8 @@ pub fn router(state: AppState) -> Router {
             "/v3/orders/{id}/payment-callback",
             post(orders::payment_callback_fenced),
         )
+        .route("/payouts/run", post(payouts::run_payouts))
+        .route("/v2/payouts/run", post(payouts::run_payouts_guarded))
         .route("/webhooks/carrier", post(shipping::carrier_webhook))
         .route(
             "/v2/webhooks/carrier",

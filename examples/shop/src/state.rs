@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS orders (
     status TEXT NOT NULL DEFAULT 'pending',
     payment_attempt_id TEXT,
     attempt_expires_at TEXT,
-    charge_id TEXT
+    charge_id TEXT,
+    payout_fence INTEGER
 );
 CREATE TABLE IF NOT EXISTS voucher_tokens (
     token TEXT PRIMARY KEY,

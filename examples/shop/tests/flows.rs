@@ -5,8 +5,11 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use staleguard::lease::FencingToken;
 use staleguard_example_shop::seats::{HoldRequest, release_if_held, release_reservation};
-use staleguard_example_shop::{AppState, checkout, orders, refunds, seats, shipping, vouchers};
+use staleguard_example_shop::{
+    AppState, checkout, orders, payouts, refunds, seats, shipping, vouchers,
+};
 
 async fn app() -> AppState {
     AppState::connect("sqlite::memory:", "http://127.0.0.1:9/psp")
@@ -160,6 +163,41 @@ async fn a_late_delivery_event_marks_a_cancelled_order_delivered_unless_guarded(
         .unwrap();
     assert_eq!(blind, StatusCode::OK);
     assert_eq!(order_status(&app, cancelled).await.0, "delivered");
+}
+
+async fn set_status(app: &AppState, id: i64, status: &str) {
+    sqlx::query("UPDATE orders SET status = ? WHERE id = ?")
+        .bind(status)
+        .bind(id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_sweepers_token_pays_nothing_out_but_the_unfenced_sweep_does() {
+    let app = app().await;
+    let id = new_order(&app, 400).await;
+    set_status(&app, id, "delivered").await;
+    let newer = payouts::pay_out_delivered(&app.db, FencingToken::new(2))
+        .await
+        .unwrap();
+    assert_eq!(newer, 1);
+    assert_eq!(order_status(&app, id).await.0, "paid_out");
+
+    // The order is delivered again (a re-shipment); the sweeper holding token 1, whose lease
+    // was taken over by token 2's, wakes up and writes.
+    set_status(&app, id, "delivered").await;
+    let stale = payouts::pay_out_delivered(&app.db, FencingToken::new(1))
+        .await
+        .unwrap();
+    assert_eq!(stale, 0);
+    assert_eq!(order_status(&app, id).await.0, "delivered");
+
+    // The hazard's sweep has no token for the row to check.
+    let Json(v) = payouts::run_payouts(State(app.clone())).await.unwrap();
+    assert_eq!(v["paid_out"], 1);
+    assert_eq!(order_status(&app, id).await.0, "paid_out");
 }
 
 async fn issue(app: &AppState) -> String {
