@@ -155,6 +155,28 @@ pub(crate) const CONSUMER_REGISTRATION_STEPS: &[&str] = &["build_fn", "backend_f
 /// [`BROKER_CRATES`].
 pub(crate) const BROKER_MESSAGE_TYPES: &[&str] = &["Delivery", "BorrowedMessage", "OwnedMessage"];
 
+/// Steps that decode a message into its payload (what they return is still the message):
+/// `serde_json::from_slice(&d.data)`, `request.into_inner()`, `msg.payload()`.
+pub(crate) const DECODE_STEPS: &[&str] = &[
+    "from_slice",
+    "from_str",
+    "from_value",
+    "from_reader",
+    "from_utf8",
+    "from_utf8_lossy",
+    "decode",
+    "deserialize",
+    "into_inner",
+    "payload",
+    "parse",
+    "clone",
+    "to_owned",
+    "to_string",
+    "unwrap",
+    "expect",
+    "ok",
+];
+
 /// Crates whose `Message` is a message taken from a broker or a queue.
 pub(crate) const BROKER_CRATES: &[&str] = &[
     "async_nats",

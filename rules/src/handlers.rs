@@ -2,7 +2,9 @@
 //! consumer, what such a handler dispatches each kind of message to — and the evidence that
 //! says so. A message may belong to the past: it was sent before the record last changed.
 
-use crate::apis::{BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, ROUTE_STEPS};
+use crate::apis::{
+    BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, DECODE_STEPS, ROUTE_STEPS,
+};
 use crate::facts::BodyId;
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, Call, EventKind};
@@ -148,19 +150,71 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
     let Some(EventKind::Call(call)) = body.events.get(site as usize).map(|e| &e.kind) else {
         return false;
     };
-    let mut message: Vec<&Name> = body
+    let message = message_locals(body, site);
+    call.all_args()
+        .flat_map(|a| &a.paths)
+        .any(|p| message.iter().any(|m| m.as_str() == first(p)))
+}
+
+/// The locals that hold the message a handler was given, before event `upto`: its message
+/// parameters, and what a pattern or a decoding took out of them (a match arm, a `let`,
+/// `serde_json::from_slice(&delivery.data)`, `request.into_inner()`); a lookup keyed by the
+/// message (`let repo = ctx.repo(&name)`) is not the message.
+pub(crate) fn message_locals(body: &Body, upto: u32) -> Vec<&Name> {
+    let seeds = body
         .params
         .iter()
         .filter(|(n, ty)| n != "self" && carries_message(n, ty))
         .map(|(n, _)| n)
         .collect();
-    // Taken out of the message by a pattern (a match arm, a `let`), with no call between: a
-    // lookup keyed by the message (`let repo = ctx.repo(&name)`) is not the message.
-    for ev in &body.events[..site as usize] {
+    message_from(body, upto, seeds)
+}
+
+/// [`message_locals`] of body `id`, whose parameters also hold the message where a handler
+/// that dispatches to it passes the message (or what a pattern took out of it) in their place.
+pub(crate) fn message_locals_of<'a>(krate: &CrateView<'a>, id: BodyId, upto: u32) -> Vec<&'a Name> {
+    let body = krate.body(id);
+    let mut seeds: Vec<&'a Name> = body
+        .params
+        .iter()
+        .filter(|(n, ty)| n != "self" && carries_message(n, ty))
+        .map(|(n, _)| n)
+        .collect();
+    let offset = usize::from(body.params.first().is_some_and(|(n, _)| n == "self"));
+    for &(caller, site) in krate.call_sites(id) {
+        if !dispatches(krate, caller, site) {
+            continue;
+        }
+        let cbody = krate.body(caller);
+        let Some(EventKind::Call(call)) = cbody.events.get(site as usize).map(|e| &e.kind) else {
+            continue;
+        };
+        let Some(step) = call.steps.iter().find(|s| s.name == body.ident) else {
+            continue;
+        };
+        let message = message_locals(cbody, site);
+        for (k, a) in step.args.iter().enumerate() {
+            if a.paths
+                .iter()
+                .any(|p| message.iter().any(|m| m.as_str() == first(p)))
+                && let Some((n, _)) = body.params.get(k + offset)
+                && !seeds.contains(&n)
+            {
+                seeds.push(n);
+            }
+        }
+    }
+    message_from(body, upto, seeds)
+}
+
+/// The message locals before event `upto`, from the parameters `seeds`.
+fn message_from<'a>(body: &'a Body, upto: u32, mut message: Vec<&'a Name>) -> Vec<&'a Name> {
+    for ev in &body.events[..upto as usize] {
         let EventKind::Bind(b) = &ev.kind else {
             continue;
         };
-        let of_message = b.calls.is_empty()
+        let decodes = b.calls.iter().all(|&c| decodes(body, c));
+        let of_message = decodes
             && b.deps
                 .iter()
                 .any(|d| message.iter().any(|m| m.as_str() == first(d)));
@@ -175,9 +229,7 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
             }
         }
     }
-    call.all_args()
-        .flat_map(|a| &a.paths)
-        .any(|p| message.iter().any(|m| m.as_str() == first(p)))
+    message
 }
 
 /// Does call `site` of `caller` name body `id` itself: its only callee, or the one whose file
@@ -205,6 +257,15 @@ pub(crate) fn names(krate: &CrateView<'_>, caller: BodyId, site: u32, id: BodyId
                 .count()
                 == 1
     })
+}
+
+/// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,
+/// `decode`), not a lookup?
+fn decodes(body: &Body, c: u32) -> bool {
+    matches!(
+        body.events.get(c as usize).map(|e| &e.kind),
+        Some(EventKind::Call(call)) if call.steps.iter().all(|s| DECODE_STEPS.contains(&s.name.as_str()))
+    )
 }
 
 /// A parameter that holds the message: typed as one, or named as one (`event`, `payload`).

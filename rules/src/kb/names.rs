@@ -569,8 +569,29 @@ pub fn is_message_param_name(name: &str) -> bool {
                 | "notification"
                 | "webhook"
                 | "callback"
+                | "job"
+                | "request"
+                | "req"
+                | "ev"
+                | "evt"
         )
     })
+}
+
+/// A whole object's version — `version`, `lock_version`, `row_version`, `revision`, `etag`,
+/// `order_version` — as opposed to the identity of one operation (`attempt_version`,
+/// `payment_generation`, `reservation_id`): any edit of the object bumps it.
+pub fn is_whole_version(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let w: Vec<String> = words(last).collect();
+    let Some((v, rest)) = w.split_last() else {
+        return false;
+    };
+    matches!(v.as_str(), "version" | "revision" | "rev" | "etag")
+        && rest.len() <= 1
+        && rest
+            .iter()
+            .all(|x| !OP_WORDS.contains(&x.as_str()) && x != "schema" && x != "api")
 }
 
 /// A type of a stored record: a database row or model (`ScheduledEventRow`, `JobRecord`,

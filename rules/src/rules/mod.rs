@@ -78,6 +78,7 @@ mod timeout_as_failure;
 mod timeout_without_operation_id;
 mod token_deleted_before_effect;
 mod unguarded_state_transition;
+mod whole_version_compare;
 
 /// Every rule, in catalogue order.
 pub(crate) static ALL: &[&Rule] = &[
@@ -91,6 +92,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &lease_without_fencing::RULE,
     &processing_without_lease::RULE,
     &duplicate_as_failure::RULE,
+    &whole_version_compare::RULE,
 ];
 // @generated end
 
