@@ -177,6 +177,33 @@ pub(crate) const DECODE_STEPS: &[&str] = &[
     "ok",
 ];
 
+/// Steps that acknowledge a message (its end: the broker forgets it): lapin's `ack`, rdkafka's
+/// `commit_message` / `store_offset`, SQS `delete_message`, NATS `ack`.
+pub(crate) const ACK_STEPS: &[&str] = &[
+    "ack",
+    "basic_ack",
+    "commit_message",
+    "commit_consumer_state",
+    "store_offset",
+    "delete_message",
+    "double_ack",
+];
+
+/// Words of steps that hand a message back or schedule it again (`nack`, `requeue`,
+/// `retry_later`, `reschedule`, `enqueue`, `schedule_retry`, `basic_reject`).
+pub(crate) const RETRY_STEPS: &[&str] = &[
+    "nack",
+    "reject",
+    "requeue",
+    "retry",
+    "reschedule",
+    "enqueue",
+    "schedule",
+    "push_back",
+    "defer",
+    "dead_letter",
+];
+
 /// Crates whose `Message` is a message taken from a broker or a queue.
 pub(crate) const BROKER_CRATES: &[&str] = &[
     "async_nats",

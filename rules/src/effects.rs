@@ -121,6 +121,9 @@ pub(crate) struct Effect {
     /// A lock held outside this process that can end without its holder knowing — a
     /// distributed lock, a Redis lock, a session advisory lock: a lease.
     pub lease: bool,
+    /// A lock attempt that answers at once when the lock is held (`try_lock`, a Redis
+    /// `SET lock:.. NX`, `pg_try_advisory_lock`) instead of waiting for it.
+    pub attempt: bool,
     /// A spawned closure that runs once after a delay (`run_later`), with no sleep of its own.
     pub delayed: bool,
     pub guard: GuardUse,
@@ -163,6 +166,7 @@ impl Effect {
             lock_claim: false,
             configured: false,
             lease: false,
+            attempt: false,
             delayed: false,
             guard: GuardUse::Held,
             tx_local: None,

@@ -67,13 +67,14 @@ pub struct SqlInfo {
     pub advisory: Option<Advisory>,
 }
 
-/// How long an advisory lock lives.
+/// An advisory lock a statement takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Advisory {
-    /// Until released or the session (the connection) ends: it outlives transactions.
-    Session,
-    /// Until the transaction ends.
-    Transaction,
+pub struct Advisory {
+    /// Held by the session (the connection) until released, across transactions; otherwise
+    /// until the transaction ends.
+    pub session: bool,
+    /// A `try` form: it answers at once, `false` when the lock is held.
+    pub attempt: bool,
 }
 
 impl SqlInfo {
@@ -278,13 +279,16 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
         advisory: toks.iter().find_map(|t| match t {
-            Tok::Word(w, false) => match w.as_str() {
-                "pg_advisory_lock" | "pg_try_advisory_lock" | "get_lock" => Some(Advisory::Session),
-                "pg_advisory_xact_lock" | "pg_try_advisory_xact_lock" => {
-                    Some(Advisory::Transaction)
-                }
-                _ => None,
-            },
+            Tok::Word(w, false) => {
+                let (session, attempt) = match w.as_str() {
+                    "pg_advisory_lock" | "get_lock" => (true, false),
+                    "pg_try_advisory_lock" => (true, true),
+                    "pg_advisory_xact_lock" => (false, false),
+                    "pg_try_advisory_xact_lock" => (false, true),
+                    _ => return None,
+                };
+                Some(Advisory { session, attempt })
+            }
             _ => None,
         }),
     };

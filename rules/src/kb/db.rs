@@ -430,11 +430,13 @@ pub fn normalize_table(t: &str) -> Name {
 /// `SELECT pg_advisory_lock($1)`: a lock held by the database session. A session lock outlives
 /// transactions and is lost with the connection: a lease.
 fn advisory_lock(advisory: Advisory) -> Effect {
-    let mut e = match advisory {
-        Advisory::Session => Effect::new(EffectKind::Lock, "takes a session advisory lock"),
-        Advisory::Transaction => Effect::new(EffectKind::Lock, "takes a transaction advisory lock"),
+    let mut e = if advisory.session {
+        Effect::new(EffectKind::Lock, "takes a session advisory lock")
+    } else {
+        Effect::new(EffectKind::Lock, "takes a transaction advisory lock")
     };
-    e.lease = advisory == Advisory::Session;
+    e.lease = advisory.session;
+    e.attempt = advisory.attempt;
     e.sql = Some(SqlKind::Select);
     e
 }

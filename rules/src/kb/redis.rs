@@ -78,6 +78,7 @@ pub(super) fn classify(
             e.what = "acquires a redis lock".into();
             e.lock_claim = true;
             e.lease = true;
+            e.attempt = true;
         }
         return Some(e);
     }
@@ -129,6 +130,7 @@ pub(super) fn classify(
         e.what = "acquires a redis lock".into();
         e.lock_claim = true;
         e.lease = true;
+        e.attempt = true;
     }
     if kind == EffectKind::Write {
         e.sets = assigned(step, name).into();

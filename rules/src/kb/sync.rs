@@ -144,6 +144,7 @@ pub(super) fn classify(
         let mut e = Effect::new(EffectKind::Lock, "acquires a distributed lock");
         e.table = Some(Name::join(&call.recv, "."));
         e.lease = true;
+        e.attempt = s.name.starts_with("try_");
         return Some(e);
     }
 

@@ -70,6 +70,7 @@ macro_rules! declare_rule {
 // @generated begin
 mod blind_callback_write;
 mod check_before_lock;
+mod conflict_dropped;
 mod duplicate_as_failure;
 mod lease_without_fencing;
 mod processing_without_lease;
@@ -92,6 +93,7 @@ pub(crate) static ALL: &[&Rule] = &[
     &lease_without_fencing::RULE,
     &processing_without_lease::RULE,
     &duplicate_as_failure::RULE,
+    &conflict_dropped::RULE,
     &whole_version_compare::RULE,
 ];
 // @generated end
