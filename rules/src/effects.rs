@@ -218,15 +218,17 @@ impl<T> Sparse<T> {
             self.idx = vec![0; self.len];
         }
         if self.idx[i] == 0 {
-            self.slots.push(Vec::new());
+            // Most events get one entry: no room for four (a vector's first growth) is kept.
+            self.slots.push(Vec::with_capacity(1));
             self.idx[i] = self.slots.len() as u32;
         }
         let k = self.idx[i] as usize - 1;
         &mut self.slots[k]
     }
 
-    pub fn set(&mut self, i: usize, v: Vec<T>) {
+    pub fn set(&mut self, i: usize, mut v: Vec<T>) {
         if !v.is_empty() || self.idx.get(i).is_some_and(|&k| k != 0) {
+            v.shrink_to_fit();
             *self.slot(i) = v;
         }
     }

@@ -110,8 +110,8 @@ pub(crate) struct CrateView<'a> {
     /// `(table, column)` of every reaper statement in the crate (see [`CrateView::reaps`]),
     /// found on first use.
     pub reapers: OnceLock<Vec<(Name, Name)>>,
-    /// Each body's call sites in the crate, `(caller, event)`, found on first use.
-    pub callers: OnceLock<FxHashMap<BodyId, Vec<(BodyId, u32)>>>,
+    /// Each body's call sites in the crate (see [`CrateView::call_sites`]), found on first use.
+    pub callers: OnceLock<Callers>,
     /// The tables some write of the crate stores a response in (see
     /// [`CrateView::stores_response`]), found on first use.
     pub responses: OnceLock<Vec<Name>>,
@@ -241,20 +241,11 @@ impl<'a> CrateView<'a> {
             && !matching.any(|(t, takes_back)| *takes_back || self.reaps(t, column))
     }
 
-    /// Where the crate calls body `id`: `(caller, call event)`.
+    /// Where the crate calls body `id`: `(caller, call event)`, callers in body order.
     pub fn call_sites(&self, id: BodyId) -> &[(BodyId, u32)] {
-        let callers = self.callers.get_or_init(|| {
-            let mut out: FxHashMap<BodyId, Vec<(BodyId, u32)>> = FxHashMap::default();
-            for (caller, _) in self.facts.all_bodies() {
-                for (i, callees) in self.effects[&caller].callees.iter().enumerate() {
-                    for c in callees {
-                        out.entry(*c).or_default().push((caller, i as u32));
-                    }
-                }
-            }
-            out
-        });
-        callers.get(&id).map(Vec::as_slice).unwrap_or(&[])
+        self.callers
+            .get_or_init(|| Callers::of_crate(self))
+            .of(id)
     }
 
     /// The one value every update of the crate sets `column` of `table` to, when there is one
@@ -308,6 +299,58 @@ impl<'a> CrateView<'a> {
         tables
             .iter()
             .any(|t| query::same_state(Some(t), Some(table)))
+    }
+}
+
+/// Every call site of the crate grouped by callee, in one flat list: a body's sites are
+/// `sites[start..start + len]` with `(start, len)` its span.
+pub(crate) struct Callers {
+    span: PerBody<(u32, u32)>,
+    sites: Vec<(BodyId, u32)>,
+}
+
+impl Callers {
+    /// Counted, then filled in place (no list per callee, no map).
+    fn of_crate(krate: &CrateView<'_>) -> Callers {
+        let mut span = krate.effects.map(|_| (0u32, 0u32));
+        let mut total = 0usize;
+        for (caller, _) in krate.facts.all_bodies() {
+            for callees in krate.effects[&caller].callees.iter() {
+                for c in callees {
+                    if let Some(s) = span.get_mut(c) {
+                        s.1 += 1;
+                        total += 1;
+                    }
+                }
+            }
+        }
+        let mut next = 0u32;
+        for (id, _) in krate.facts.all_bodies() {
+            if let Some(s) = span.get_mut(&id) {
+                let count = s.1;
+                *s = (next, 0);
+                next += count;
+            }
+        }
+        let mut sites = vec![(BodyId { file: 0, body: 0 }, 0u32); total];
+        for (caller, _) in krate.facts.all_bodies() {
+            for (i, callees) in krate.effects[&caller].callees.iter().enumerate() {
+                for c in callees {
+                    if let Some(s) = span.get_mut(c) {
+                        sites[(s.0 + s.1) as usize] = (caller, i as u32);
+                        s.1 += 1;
+                    }
+                }
+            }
+        }
+        Callers { span, sites }
+    }
+
+    fn of(&self, id: BodyId) -> &[(BodyId, u32)] {
+        match self.span.get(&id) {
+            Some(&(start, len)) => &self.sites[start as usize..(start + len) as usize],
+            None => &[],
+        }
     }
 }
 
