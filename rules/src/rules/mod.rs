@@ -243,9 +243,7 @@ impl<'a> CrateView<'a> {
 
     /// Where the crate calls body `id`: `(caller, call event)`, callers in body order.
     pub fn call_sites(&self, id: BodyId) -> &[(BodyId, u32)] {
-        self.callers
-            .get_or_init(|| Callers::of_crate(self))
-            .of(id)
+        self.callers.get_or_init(|| Callers::of_crate(self)).of(id)
     }
 
     /// The one value every update of the crate sets `column` of `table` to, when there is one
