@@ -136,7 +136,6 @@ trigger_lists! {
 
 // --- Lowering ---
 
-/// Attributes that mark test code (any path ending so; `cfg(test)` separately).
 /// Attributes that route a function at an HTTP path (actix-web, rocket, poem):
 /// `#[post("/webhooks/stripe")]`.
 pub(crate) const ROUTE_ATTRIBUTES: &[&str] =
@@ -217,6 +216,7 @@ pub(crate) const BROKER_CRATES: &[&str] = &[
     "google_cloud_pubsub",
 ];
 
+/// Attributes that mark test code (any path ending so; `cfg(test)` separately).
 pub(crate) const TEST_ATTRIBUTES: &[&str] = &["test", "rstest", "test_case"];
 
 /// Macros that never return.

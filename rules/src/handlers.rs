@@ -3,10 +3,11 @@
 //! says so. A message may belong to the past: it was sent before the record last changed.
 
 use crate::apis::{
-    BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, DECODE_STEPS, ROUTE_STEPS,
+    BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, DECODE_STEPS,
+    RESULT_ADAPTER_STEPS, ROUTE_STEPS,
 };
 use crate::facts::BodyId;
-use crate::fxhash::FxHashMap;
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::ir::{Body, Call, EventKind};
 use crate::kb::names::{
     is_dispatch_target_name, is_event_type, is_message_handler_name, is_message_module,
@@ -84,21 +85,35 @@ pub(crate) fn registrations(krate: &CrateView<'_>) -> FxHashMap<BodyId, Name> {
 /// post(h))`, actix `web::resource("/hook").route(web::post().to(h))`); every function a
 /// consumer registration names.
 fn registered(body: &Body, c: &Call, out: &mut Vec<(Name, Name)>) {
-    let mut path: Option<&Name> = None;
+    // A route step's path applies to the functions that step names (axum's `.route(path,
+    // post(h))`), or, when it names none, to the next step's (actix's
+    // `resource(path).route(web::post().to(h))`); not to the layers and state after them.
+    let mut pending: Option<Name> = None;
     for step in &c.steps {
-        if ROUTE_STEPS.contains(&step.name.as_str()) {
-            path = step
-                .args
-                .first()
-                .and_then(|a| a.strs().iter().find(|s| s.starts_with('/')))
-                .filter(|p| is_message_route(p));
-        }
+        let literal = step
+            .args
+            .first()
+            .and_then(|a| a.strs().iter().find(|s| s.starts_with('/')))
+            .filter(|_| ROUTE_STEPS.contains(&step.name.as_str()));
         let consumer = CONSUMER_REGISTRATION_STEPS.contains(&step.name.as_str());
-        let Some(at) = path.cloned().or_else(|| consumer.then_some(Name::EMPTY)) else {
+        let at = match literal {
+            Some(p) => is_message_route(p).then(|| p.clone()),
+            None => pending.take(),
+        }
+        .or_else(|| consumer.then_some(Name::EMPTY));
+        pending = None;
+        let Some(at) = at else {
             continue;
         };
-        for a in &step.args {
-            named_fns(body, a, 0, &mut |f| out.push((f.clone(), at.clone())));
+        let mut named = false;
+        for a in step.args.iter().skip(usize::from(literal.is_some())) {
+            named_fns(body, a, 0, &mut |f| {
+                named = true;
+                out.push((f.clone(), at.clone()));
+            });
+        }
+        if !named && literal.is_some() {
+            pending = Some(at);
         }
     }
 }
@@ -153,26 +168,29 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
     let message = message_locals(body, site);
     call.all_args()
         .flat_map(|a| &a.paths)
-        .any(|p| message.iter().any(|m| m.as_str() == first(p)))
+        .any(|p| message.holds(p))
 }
 
 /// The locals that hold the message a handler was given, before event `upto`: its message
 /// parameters, and what a pattern or a decoding took out of them (a match arm, a `let`,
 /// `serde_json::from_slice(&delivery.data)`, `request.into_inner()`); a lookup keyed by the
 /// message (`let repo = ctx.repo(&name)`) is not the message.
-pub(crate) fn message_locals(body: &Body, upto: u32) -> Vec<&Name> {
+pub(crate) fn message_locals(body: &Body, upto: u32) -> Messages<'_> {
     let seeds = body
         .params
         .iter()
         .filter(|(n, ty)| n != "self" && carries_message(n, ty))
         .map(|(n, _)| n)
         .collect();
-    message_from(body, upto, seeds)
+    let mut m = Messages::new(body, seeds);
+    m.advance(upto);
+    m
 }
 
-/// [`message_locals`] of body `id`, whose parameters also hold the message where a handler
-/// that dispatches to it passes the message (or what a pattern took out of it) in their place.
-pub(crate) fn message_locals_of<'a>(krate: &CrateView<'a>, id: BodyId, upto: u32) -> Vec<&'a Name> {
+/// The message locals of body `id` as a walk over its events goes (see [`Messages`]): its
+/// message parameters, and those a handler that dispatches to it passes the message (or what
+/// a pattern took out of it) in the place of.
+pub(crate) fn messages_of<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a> {
     let body = krate.body(id);
     let mut seeds: Vec<&'a Name> = body
         .params
@@ -180,56 +198,79 @@ pub(crate) fn message_locals_of<'a>(krate: &CrateView<'a>, id: BodyId, upto: u32
         .filter(|(n, ty)| n != "self" && carries_message(n, ty))
         .map(|(n, _)| n)
         .collect();
-    let offset = usize::from(body.params.first().is_some_and(|(n, _)| n == "self"));
+    let with_self = usize::from(body.params.first().is_some_and(|(n, _)| n == "self"));
     for &(caller, site) in krate.call_sites(id) {
-        if !dispatches(krate, caller, site) {
+        if !dispatches(krate, caller, site) || !names(krate, caller, site, id) {
             continue;
         }
         let cbody = krate.body(caller);
         let Some(EventKind::Call(call)) = cbody.events.get(site as usize).map(|e| &e.kind) else {
             continue;
         };
-        let Some(step) = call.steps.iter().find(|s| s.name == body.ident) else {
+        let Some(k) = call.steps.iter().position(|s| s.name == body.ident) else {
             continue;
         };
+        // `Self::on_paid(self, db, ev)` passes the receiver among the arguments; `x.on_paid(db,
+        // ev)` does not.
+        let offset = if k == 0 && !call.func.is_empty() {
+            0
+        } else {
+            with_self
+        };
         let message = message_locals(cbody, site);
-        for (k, a) in step.args.iter().enumerate() {
-            if a.paths
-                .iter()
-                .any(|p| message.iter().any(|m| m.as_str() == first(p)))
-                && let Some((n, _)) = body.params.get(k + offset)
+        for (j, a) in call.steps[k].args.iter().enumerate() {
+            if a.paths.iter().any(|p| message.holds(p))
+                && let Some((n, _)) = body.params.get(j + offset)
                 && !seeds.contains(&n)
             {
                 seeds.push(n);
             }
         }
     }
-    message_from(body, upto, seeds)
+    Messages::new(body, seeds)
 }
 
-/// The message locals before event `upto`, from the parameters `seeds`.
-fn message_from<'a>(body: &'a Body, upto: u32, mut message: Vec<&'a Name>) -> Vec<&'a Name> {
-    for ev in &body.events[..upto as usize] {
-        let EventKind::Bind(b) = &ev.kind else {
-            continue;
-        };
-        let decodes = b.calls.iter().all(|&c| decodes(body, c));
-        let of_message = decodes
-            && b.deps
-                .iter()
-                .any(|d| message.iter().any(|m| m.as_str() == first(d)));
-        for n in b.names.iter() {
-            let pos = message.iter().position(|m| *m == n);
-            match (of_message, pos) {
-                (true, None) => message.push(n),
-                (false, Some(i)) => {
-                    message.remove(i);
-                }
-                _ => {}
-            }
+/// The locals that hold a handler's message, followed event by event: [`Messages::advance`]
+/// to an event, then ask [`Messages::holds`]. One pass over the body for the whole walk.
+pub(crate) struct Messages<'a> {
+    body: &'a Body,
+    locals: FxHashSet<&'a str>,
+    at: u32,
+}
+
+impl<'a> Messages<'a> {
+    fn new(body: &'a Body, seeds: Vec<&'a Name>) -> Self {
+        Messages {
+            body,
+            locals: seeds.into_iter().map(Name::as_str).collect(),
+            at: 0,
         }
     }
-    message
+
+    /// Takes in the bindings before event `upto` (a walk only goes forward).
+    pub fn advance(&mut self, upto: u32) {
+        let upto = upto.min(self.body.events.len() as u32);
+        for i in self.at..upto {
+            let EventKind::Bind(b) = &self.body.events[i as usize].kind else {
+                continue;
+            };
+            let of_message = b.calls.iter().all(|&c| decodes(self.body, c))
+                && b.deps.iter().any(|d| self.locals.contains(first(d)));
+            for n in b.names.iter() {
+                if of_message {
+                    self.locals.insert(n.as_str());
+                } else {
+                    self.locals.remove(n.as_str());
+                }
+            }
+        }
+        self.at = self.at.max(upto);
+    }
+
+    /// Does the dotted place start from a local that holds the message?
+    pub fn holds(&self, place: &str) -> bool {
+        self.locals.contains(first(place))
+    }
 }
 
 /// Does call `site` of `caller` name body `id` itself: its only callee, or the one whose file
@@ -264,7 +305,9 @@ pub(crate) fn names(krate: &CrateView<'_>, caller: BodyId, site: u32, id: BodyId
 fn decodes(body: &Body, c: u32) -> bool {
     matches!(
         body.events.get(c as usize).map(|e| &e.kind),
-        Some(EventKind::Call(call)) if call.steps.iter().all(|s| DECODE_STEPS.contains(&s.name.as_str()))
+        Some(EventKind::Call(call)) if call.steps.iter().all(|s| {
+            DECODE_STEPS.contains(&s.name.as_str()) || RESULT_ADAPTER_STEPS.contains(&s.name.as_str())
+        })
     )
 }
 

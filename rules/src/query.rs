@@ -5,7 +5,7 @@
 use crate::apis::{GUARD_RELEASE_STEPS, RESULT_CHECK_STEPS, SERIALIZABLE_STEPS};
 use crate::effects::{Effect, EffectKind, Effects, Sparse};
 use crate::fxhash::FxHashSet;
-use crate::ir::{Body, EventKind, Region};
+use crate::ir::{Body, EventKind, Region, Test, TestRole};
 use crate::name::Name;
 
 /// A live lock or transaction: the event that opened it and the local holding it.
@@ -307,4 +307,52 @@ pub fn serializable(body: &Body, from: u32, to: u32) -> bool {
         }
         _ => false,
     })
+}
+
+/// The branches after test `t` of a lock attempt's answer that run when the lock was not
+/// taken. A pattern's innermost value decides (`Ok(false)` is not taken, `Ok(true)` taken):
+/// `false`, `None`, `Right` (sqlx's `try_acquire`) or `Err` is not taken; `true`, `Some`,
+/// `Left` or `Ok` is taken.
+pub(crate) fn not_acquired(cx: &crate::rules::RuleCx<'_>, t: u32, test: &Test) -> Vec<u32> {
+    /// `Some(true)` when the pattern says the lock was not taken, `Some(false)` when taken.
+    fn fails(pat: &[Name]) -> Option<bool> {
+        for v in pat.iter().rev() {
+            match v.as_str() {
+                "false" | "None" | "Right" | "Err" => return Some(true),
+                "true" | "Some" | "Left" | "Ok" => return Some(false),
+                _ => {}
+            }
+        }
+        None
+    }
+    let branches = cx.following_branches(t);
+    match test.role {
+        TestRole::Match => branches
+            .iter()
+            .zip(test.pats.iter())
+            .filter(|(_, p)| fails(p) == Some(true))
+            .map(|(&b, _)| b)
+            .collect(),
+        TestRole::If => {
+            let then_fails = match test.pats.first() {
+                Some(p) => match fails(p) {
+                    Some(f) => f,
+                    None => return Vec::new(),
+                },
+                None if test.values.iter().any(|v| v == "Err") => !test.negated,
+                None if test.values.iter().any(|v| v == "Ok") => test.negated,
+                // A test of the attempt's own answer (`if !got`, `if acquired`).
+                None => test.negated,
+            };
+            branches
+                .get(usize::from(!then_fails))
+                .copied()
+                .into_iter()
+                .collect()
+        }
+        TestRole::LetElse if test.pats.first().and_then(|p| fails(p)) == Some(false) => {
+            branches.first().copied().into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
 }

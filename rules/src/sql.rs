@@ -75,6 +75,8 @@ pub struct Advisory {
     pub session: bool,
     /// A `try` form: it answers at once, `false` when the lock is held.
     pub attempt: bool,
+    /// It releases the lock (`pg_advisory_unlock`, MySQL's `RELEASE_LOCK`).
+    pub unlock: bool,
 }
 
 impl SqlInfo {
@@ -280,14 +282,21 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
         advisory: toks.iter().find_map(|t| match t {
             Tok::Word(w, false) => {
-                let (session, attempt) = match w.as_str() {
-                    "pg_advisory_lock" | "get_lock" => (true, false),
-                    "pg_try_advisory_lock" => (true, true),
-                    "pg_advisory_xact_lock" => (false, false),
-                    "pg_try_advisory_xact_lock" => (false, true),
+                let (session, attempt, unlock) = match w.as_str() {
+                    "pg_advisory_lock" | "get_lock" => (true, false, false),
+                    "pg_try_advisory_lock" => (true, true, false),
+                    "pg_advisory_xact_lock" => (false, false, false),
+                    "pg_try_advisory_xact_lock" => (false, true, false),
+                    "pg_advisory_unlock" | "pg_advisory_unlock_all" | "release_lock" => {
+                        (true, false, true)
+                    }
                     _ => return None,
                 };
-                Some(Advisory { session, attempt })
+                Some(Advisory {
+                    session,
+                    attempt,
+                    unlock,
+                })
             }
             _ => None,
         }),

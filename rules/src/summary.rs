@@ -29,6 +29,7 @@ impl Exported {
             && mine.delete == e.delete
             && mine.in_memory == e.in_memory
             && mine.lease == e.lease
+            && mine.attempt == e.attempt
     }
 }
 

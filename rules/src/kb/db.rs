@@ -99,7 +99,11 @@ pub(super) fn classify(
             || call.func_last().ends_with('!')
             || QUERY_FNS.contains(&call.func_last());
         if executes {
-            if let Some(advisory) = sql.advisory {
+            // A statement that only takes the lock; one that also reads or writes a table
+            // (`.. WHERE pg_try_advisory_lock(id)`) keeps its own effect.
+            if let Some(advisory) = sql.advisory.filter(|a| !a.unlock)
+                && sql.tables.is_empty()
+            {
                 return Some(advisory_lock(advisory));
             }
             return Some(sql_eff(&sql, call, cx));
@@ -367,7 +371,6 @@ pub fn column_name(path: &str) -> Name {
     Name::from(s)
 }
 
-/// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
 /// The table a diesel statement names: through a `use .. ::invoice::dsl as i_dsl` alias
 /// (`i_dsl::invoice`, `i_dsl.invoice`, `update(i_dsl::invoice)`), the table of that `dsl`
 /// module; otherwise [`table_of`].
@@ -394,6 +397,7 @@ fn dsl_module(cx: &Classifier<'_>, local: &str) -> Option<Name> {
         .map(normalize_table)
 }
 
+/// `orders::table` / `Orders` / `order::Entity` to a comparable table name.
 pub fn table_of(path: &str) -> Name {
     // The module paths diesel's generated schema sits under are not the table
     // (`schema::orders::table`, `dsl::orders`).

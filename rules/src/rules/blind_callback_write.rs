@@ -165,35 +165,37 @@ fn checked_before(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
     let same = |e: &Effect| {
         !e.in_memory && query::same_table_prefixed(e.table.as_deref(), write.table.as_deref())
     };
-    (0..w).any(|r| {
-        leads_to(cx, r, w)
-            && cx.effs(r).any(|e| {
-                same(e)
-                    && (e.kind == EffectKind::Claim
-                        || e.kind == EffectKind::Write
-                            && !e.insert
-                            && (e.where_cols.iter().any(|c| is_state_column(c))
-                                || e.conditional
-                                    && query::tests_of(cx.body, r)
-                                        .into_iter()
-                                        .any(|c| c >= r && c < w)))
-            })
-            || leads_to(cx, r, w)
-                && cx.effs(r).any(|read| {
-                    read.kind == EffectKind::Read
-                        && same(read)
-                        && (read.locking
-                            || read.where_cols.iter().any(|c| is_state_column(c))
-                            || query::tests_of(cx.body, r)
-                                .into_iter()
-                                .any(|c| c > r && c < w && tests_state(cx.body, c))
-                            || read.via.is_some_and(|h| tests_after_reading(cx, h)))
-                })
-    })
+    let checked = |r: u32, e: &Effect| {
+        let tested = |strict: bool| {
+            query::tests_of(cx.body, r)
+                .into_iter()
+                .any(|c| c >= r && c < w && (!strict || c > r && tests_state(cx.body, c)))
+        };
+        match e.kind {
+            EffectKind::Claim => true,
+            // A compare-and-set whose rows are checked.
+            EffectKind::Write => {
+                !e.insert
+                    && (e.conditional || e.where_cols.iter().any(|c| is_state_column(c)))
+                    && tested(false)
+            }
+            EffectKind::Read => {
+                e.locking
+                    || e.where_cols.iter().any(|c| is_state_column(c))
+                    || tested(true)
+                    || e.via
+                        .is_some_and(|h| tests_after_reading(cx, h, write.table.as_deref()))
+            }
+            _ => false,
+        }
+    };
+    // The cheap question first: is there an effect on the record at all.
+    (0..w).any(|r| cx.effs(r).any(|e| same(e) && checked(r, e)) && leads_to(cx, r, w))
 }
 
-/// Can event `w` run after event `r` on the same path: is `r` in no branch that ends before
-/// `w` (another arm of the `match` that `w` is in)?
+/// Can event `w` run after event `r` on the same path: is `r` in no branch, loop or spawned
+/// closure that ends before `w` (another arm of the `match` that `w` is in, a loop that may
+/// run no time)?
 fn leads_to(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
     let mut depth = 0u32;
     for i in r + 1..w {
@@ -202,11 +204,10 @@ fn leads_to(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
             EventKind::Leave if depth > 0 => depth -= 1,
             EventKind::Leave => {
                 let closes = cx.enter_of()[i as usize];
-                if closes.is_some_and(|e| {
-                    matches!(
-                        cx.body.events[e as usize].kind,
-                        EventKind::Enter(Region::Branch { .. })
-                    )
+                if closes.is_some_and(|e| match &cx.body.events[e as usize].kind {
+                    EventKind::Enter(Region::Branch { .. } | Region::Loop) => true,
+                    EventKind::Enter(Region::Closure { .. }) => cx.detached(e + 1),
+                    _ => false,
                 }) {
                     return false;
                 }
@@ -231,15 +232,19 @@ fn tests_state(body: &crate::ir::Body, c: u32) -> bool {
         || t.pats.iter().flatten().any(|p| is_state_value(p))
 }
 
-/// Does helper `h` test the result of a read it makes (`load_pending(id)?` that returns an
+/// Does helper `h` read the record and test its state (`load_pending(id)?` that returns an
 /// error unless the record is pending)?
-fn tests_after_reading(cx: &RuleCx<'_>, h: BodyId) -> bool {
+fn tests_after_reading(cx: &RuleCx<'_>, h: BodyId, table: Option<&str>) -> bool {
     let view = cx.krate.effects_of(h);
     let body = cx.krate.body(h);
     (0..body.events.len() as u32).any(|r| {
-        view.at(r)
-            .any(|e| e.kind == EffectKind::Read && !e.in_memory)
-            && query::tests_of(body, r).into_iter().any(|c| c > r)
+        view.at(r).any(|e| {
+            e.kind == EffectKind::Read
+                && !e.in_memory
+                && query::same_table_prefixed(e.table.as_deref(), table)
+        }) && query::tests_of(body, r)
+            .into_iter()
+            .any(|c| c > r && tests_state(body, c))
     })
 }
 

@@ -6,7 +6,7 @@ use crate::apis::{ACK_STEPS, RETRY_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
 use crate::handlers;
-use crate::ir::{EventKind, Region, Test, TestRole};
+use crate::ir::{EventKind, Region};
 use crate::query;
 
 declare_rule! {
@@ -91,7 +91,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
                 return None;
             };
-            not_acquired(cx, t, test)
+            query::not_acquired(cx, t, test)
                 .into_iter()
                 .find(|&b| drops(cx, b))
         });
@@ -108,48 +108,6 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 fn lock_attempt<'a>(cx: &RuleCx<'a>, r: u32) -> Option<&'a Effect> {
     cx.effs(r)
         .find(|e| e.attempt && matches!(e.kind, EffectKind::Lock | EffectKind::Claim))
-}
-
-/// The branches after test `t` that run when the lock was not taken: a `false`, `None`,
-/// `Err` or `Right` (sqlx's `try_acquire`) answer.
-fn not_acquired(cx: &RuleCx<'_>, t: u32, test: &Test) -> Vec<u32> {
-    let branches = cx.following_branches(t);
-    let failed = |v: &str| matches!(v, "Err" | "None" | "false" | "Right");
-    let succeeded = |v: &str| matches!(v, "Ok" | "Some" | "true" | "Left");
-    match test.role {
-        TestRole::Match => branches
-            .iter()
-            .zip(test.pats.iter())
-            .filter(|(_, p)| p.first().is_some_and(|v| failed(v)))
-            .map(|(&b, _)| b)
-            .collect(),
-        TestRole::If => {
-            let then_fails = match test.pats.first().and_then(|p| p.first()) {
-                Some(v) if failed(v) => true,
-                Some(v) if succeeded(v) => false,
-                Some(_) => return Vec::new(),
-                None if test.values.iter().any(|v| v == "Err") => !test.negated,
-                None if test.values.iter().any(|v| v == "Ok") => test.negated,
-                // A test of the attempt's own answer (`if !got`, `if acquired`).
-                None => test.negated,
-            };
-            branches
-                .get(usize::from(!then_fails))
-                .copied()
-                .into_iter()
-                .collect()
-        }
-        TestRole::LetElse
-            if test
-                .pats
-                .first()
-                .and_then(|p| p.first())
-                .is_some_and(|v| succeeded(v)) =>
-        {
-            branches.first().copied().into_iter().collect()
-        }
-        _ => Vec::new(),
-    }
 }
 
 /// Does the branch entered at `b` swallow the failure: it does not fail, and nothing in it

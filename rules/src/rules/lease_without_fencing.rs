@@ -105,8 +105,29 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         };
         let guard = binders[a as usize].first().filter(|n| n.as_str() != "_");
+        // A lease a helper took and gave back itself: the call hands out no guard.
+        if lease.via.is_some() && guard.is_none() {
+            continue;
+        }
+        // Where an attempt did not get the lock, nothing is held.
+        let not_held: Vec<(u32, u32)> = if lease.attempt {
+            query::tests_of(cx.body, a)
+                .into_iter()
+                .filter_map(|t| match &cx.body.events[t as usize].kind {
+                    EventKind::Cond(test) => Some(query::not_acquired(cx, t, test)),
+                    _ => None,
+                })
+                .flatten()
+                .map(|b| (b, cx.region_end(b)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let holder = executor(cx, a);
-        for w in a + 1..released_at(cx, a, guard) {
+        for w in a + 1..released_at(cx, a, lease, guard) {
+            if not_held.iter().any(|&(b, e)| w > b && w < e) {
+                continue;
+            }
             if let Some(x) = cx
                 .effs(w)
                 .find(|x| unfenced(cx, lease, holder.as_ref(), guard, w, x))
@@ -119,24 +140,30 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 /// Where the lease taken at event `a` ends: its guard dropped or released
-/// (`lock.unlock(guard)`), or the end of the body.
-fn released_at(cx: &RuleCx<'_>, a: u32, guard: Option<&Name>) -> u32 {
-    let Some(g) = guard else {
-        return cx.body.events.len() as u32;
-    };
-    let names_guard = |c: &Call| {
+/// (`lock.unlock(guard)`), an advisory unlock (`SELECT pg_advisory_unlock(..)`), a delete of the
+/// lock's key, or the end of the body.
+fn released_at(cx: &RuleCx<'_>, a: u32, lease: &Effect, guard: Option<&Name>) -> u32 {
+    let names_guard = |c: &Call, g: &Name| {
         c.all_args()
             .flat_map(|x| &x.paths)
             .any(|p| query::first(p) == g.as_str())
+            || c.recv.first() == Some(g)
     };
     (a + 1..cx.body.events.len() as u32)
         .find(|&i| match &cx.body.events[i as usize].kind {
-            EventKind::Drop { name } => name == g,
+            EventKind::Drop { name } => guard == Some(name),
             EventKind::Call(c) => {
-                c.steps
-                    .iter()
-                    .any(|s| GUARD_RELEASE_STEPS.contains(&s.name.as_str()))
-                    && (names_guard(c) || c.recv.first() == Some(g))
+                guard.is_some_and(|g| {
+                    c.steps
+                        .iter()
+                        .any(|s| GUARD_RELEASE_STEPS.contains(&s.name.as_str()))
+                        && names_guard(c, g)
+                }) || lease.sql.is_some()
+                    && c.sql().and_then(|s| s.advisory).is_some_and(|x| x.unlock)
+                    || lease.kv
+                        && cx.effs(i).any(|e| {
+                            e.kv && e.delete && e.table.is_some() && e.table == lease.table
+                        })
             }
             _ => false,
         })
@@ -198,8 +225,10 @@ fn unfenced(
             return false;
         }
         let on = executor(cx, w);
+        // A pool hands each statement any of its connections, not the lock's.
+        let pool = |p: &str| query::last(p).to_ascii_lowercase().contains("pool");
         return match (holder, on) {
-            (Some(h), Some(o)) => query::first(h) != query::first(&o),
+            (Some(h), Some(o)) => query::first(h) != query::first(&o) || pool(h),
             _ => false,
         };
     }

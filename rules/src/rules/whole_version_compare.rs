@@ -87,6 +87,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let events = cx.body.events.len() as u32;
+    let mut message = handlers::messages_of(cx.krate, cx.id);
     let mut reported = false;
     for i in 0..events {
         if reported {
@@ -94,12 +95,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
         match &cx.body.events[i as usize].kind {
             EventKind::Cond(t) => {
-                let message = handlers::message_locals_of(cx.krate, cx.id, i);
-                let from_message = |d: &Name| message.iter().any(|m| m.as_str() == query::first(d));
+                message.advance(i);
+                let from_message = |d: &Name| message.holds(d);
                 let msg_version = t
                     .deps
                     .iter()
-                    .find(|d| from_message(d) && d.contains('.') && is_whole_version(d));
+                    .find(|d| from_message(d) && is_whole_version(d));
                 let read_version = t
                     .deps
                     .iter()
@@ -111,20 +112,21 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             }
             EventKind::Call(c) => {
                 let Some(e) = cx.effs(i).find(|e| {
-                    // A handler it dispatches to is judged on its own.
-                    e.via
-                        .is_none_or(|h| handlers::message_handler(cx.krate, h).is_none())
-                        && e.kind == EffectKind::Write
+                    e.kind == EffectKind::Write
                         && !e.insert
                         && !e.in_memory
                         && e.where_cols.iter().any(|c| is_whole_version(c))
+                        // A handler it dispatches to is judged on its own.
+                        && e.via
+                            .is_none_or(|h| handlers::message_handler(cx.krate, h).is_none())
                 }) else {
                     continue;
                 };
-                let message = handlers::message_locals_of(cx.krate, cx.id, i);
-                let carried = c.all_args().flat_map(|a| &a.paths).find(|p| {
-                    is_whole_version(p) && message.iter().any(|m| m.as_str() == query::first(p))
-                });
+                message.advance(i);
+                let carried = c
+                    .all_args()
+                    .flat_map(|a| &a.paths)
+                    .find(|p| is_whole_version(p) && message.holds(p));
                 let own_read = (0..i).any(|r| {
                     cx.effs(r).any(|x| {
                         x.kind == EffectKind::Read
