@@ -122,7 +122,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
-    let Some(evidence) = handlers::message_handler(cx.krate, cx.id) else {
+    let Some(evidence) = cx.message_handler() else {
         return;
     };
     for w in 0..cx.body.events.len() as u32 {
@@ -149,10 +149,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             if checked_before(cx, w, e) || own_new_row(cx, w, e) {
                 continue;
             }
-            if callers_checked(cx, &evidence, e) {
+            if callers_checked(cx, evidence, e) {
                 continue;
             }
-            out.push(report(cx, w, e, state, &evidence));
+            out.push(report(cx, w, e, state, evidence));
         }
     }
 }

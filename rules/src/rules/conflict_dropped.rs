@@ -5,7 +5,6 @@ use super::RuleCx;
 use crate::apis::{ACK_STEPS, RETRY_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
-use crate::handlers;
 use crate::ir::{EventKind, Region};
 use crate::query;
 
@@ -80,7 +79,7 @@ fn applies(cx: &RuleCx<'_>) -> bool {
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    if cx.body.fenced || handlers::message_handler(cx.krate, cx.id).is_none() {
+    if cx.body.fenced || cx.message_handler().is_none() {
         return;
     }
     for r in 0..cx.body.events.len() as u32 {

@@ -362,6 +362,7 @@ pub(crate) struct RuleCx<'a> {
     kinds: KindSet,
     states: OnceCell<Vec<State>>,
     enter_of: OnceCell<Vec<Option<u32>>>,
+    handler: OnceCell<Option<crate::handlers::Evidence>>,
 }
 
 impl<'a> RuleCx<'a> {
@@ -375,6 +376,7 @@ impl<'a> RuleCx<'a> {
             kinds: KindSet::of(effects),
             states: OnceCell::new(),
             enter_of: OnceCell::new(),
+            handler: OnceCell::new(),
         }
     }
 
@@ -395,6 +397,14 @@ impl<'a> RuleCx<'a> {
 
     pub fn state(&self, i: u32) -> &State {
         &self.states()[i as usize]
+    }
+
+    /// Why the body handles a message from outside, when it does (see
+    /// [`crate::handlers::message_handler`]); asked once per body, whichever rule asks.
+    pub fn message_handler(&self) -> Option<&crate::handlers::Evidence> {
+        self.handler
+            .get_or_init(|| crate::handlers::message_handler(self.krate, self.id))
+            .as_ref()
     }
 
     /// For each `Leave`, the index of its `Enter`.

@@ -83,7 +83,7 @@ fn applies(cx: &RuleCx<'_>) -> bool {
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    if cx.body.fenced || handlers::message_handler(cx.krate, cx.id).is_none() {
+    if cx.body.fenced || cx.message_handler().is_none() {
         return;
     }
     let events = cx.body.events.len() as u32;
