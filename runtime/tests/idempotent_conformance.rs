@@ -17,11 +17,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Counts calls into the store it wraps: each call is one statement, one round trip.
+/// Counts calls into the store it wraps: each call is one statement, one round trip. With
+/// `refuse_over`, it refuses a SUCCESS whose response is longer (a store's own size limit).
 #[derive(Clone)]
 struct Counting<S> {
     inner: S,
     calls: Arc<AtomicUsize>,
+    refuse_over: Option<usize>,
 }
 
 impl<S> Counting<S> {
@@ -45,6 +47,11 @@ impl<S: IdempotencyStore> IdempotencyStore for Counting<S> {
         ms: i64,
     ) -> Result<Transition, StoreError> {
         self.tick();
+        if let (Some(limit), Outcome::Success(body)) = (self.refuse_over, &o)
+            && body.len() > limit
+        {
+            return Err(StoreError::msg("value too long for the response column"));
+        }
         self.inner.finish(a, o, ms).await
     }
     async fn heartbeat(&self, a: &Attempt<'_>, ms: i64) -> Result<Transition, StoreError> {
@@ -86,6 +93,7 @@ impl<S: IdempotencyStore + Clone> Fixture<S> {
             store: Counting {
                 inner: store,
                 calls: Arc::default(),
+                refuse_over: None,
             },
         }
     }
@@ -333,6 +341,69 @@ async fn retryable_failure_releases_the_key<S: IdempotencyStore + Clone>(f: &Fix
     assert_eq!(f.record("k1").await, None);
     let again = run(&engine, call("k1", 100)).await;
     assert_eq!(again.handle().fence(), 1);
+}
+
+/// A receipt whose serialized form is longer than 64 bytes.
+fn long_receipt() -> Receipt {
+    receipt(&"o".repeat(100), 1)
+}
+
+/// Three requests with one key, each answered with `long_receipt()` by the effect when the body
+/// runs: how many times the body ran.
+async fn effects_of_three_requests<S: IdempotencyStore>(engine: &Idempotency<S>) -> usize {
+    let mut effects = 0;
+    for _ in 0..3 {
+        match engine.begin(call("k1", 100)).await {
+            Ok(Begun::Run(guard)) => {
+                effects += 1;
+                // The effect happened: this caller gets its answer.
+                assert_eq!(
+                    guard.finish::<_, AppError>(Ok(long_receipt())).await,
+                    Ok(long_receipt())
+                );
+            }
+            Ok(Begun::Replay(stored)) => panic!("nothing was stored to replay: {stored:?}"),
+            Err(e) => assert!(matches!(e, IdempotencyError::InProgress { .. }), "{e}"),
+        }
+    }
+    effects
+}
+
+async fn a_response_over_the_limit_becomes_unknown_and_is_not_run_again<
+    S: IdempotencyStore + Clone,
+>(
+    f: &Fixture<S>,
+) {
+    let engine = f.engine(Config {
+        lease: Duration::ZERO,
+        max_response_bytes: 64,
+        ..Config::default()
+    });
+    assert_eq!(
+        effects_of_three_requests(&engine).await,
+        1,
+        "a retry ran the effect again"
+    );
+    assert_eq!(f.record("k1").await.unwrap().state, State::Unknown);
+}
+
+async fn a_response_the_store_refuses_becomes_unknown_and_is_not_run_again<
+    S: IdempotencyStore + Clone,
+>(
+    f: &Fixture<S>,
+) {
+    let limited = Fixture {
+        store: Counting {
+            refuse_over: Some(64),
+            ..f.store.clone()
+        },
+    };
+    assert_eq!(
+        effects_of_three_requests(&limited.expiring()).await,
+        1,
+        "a retry ran the effect again"
+    );
+    assert_eq!(f.record("k1").await.unwrap().state, State::Unknown);
 }
 
 async fn release_after_a_takeover_keeps_the_record<S: IdempotencyStore + Clone>(f: &Fixture<S>) {
@@ -615,6 +686,8 @@ suite!(
     heartbeat_extends_the_lease,
     retryable_failure_releases_the_key,
     release_after_a_takeover_keeps_the_record,
+    a_response_over_the_limit_becomes_unknown_and_is_not_run_again,
+    a_response_the_store_refuses_becomes_unknown_and_is_not_run_again,
     permanent_failure_is_replayed_or_retried_by_policy,
     unknown_is_in_progress_until_reconciled,
     still_unknown_records_make_way_for_newer_ones,

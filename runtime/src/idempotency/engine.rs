@@ -37,6 +37,10 @@ pub struct Config {
     pub failed: FailedPolicy,
     /// First polling interval while waiting (doubles up to 8x).
     pub poll: Duration,
+    /// The largest response (serialized) stored for replay (default 256 MiB). A larger one is
+    /// not written: its record becomes UNKNOWN, for the reconciler, so that a retry does not
+    /// run the effect again.
+    pub max_response_bytes: usize,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             wait: None,
             failed: FailedPolicy::Replay,
             poll: Duration::from_millis(20),
+            max_response_bytes: 256 << 20,
         }
     }
 }
@@ -383,16 +388,47 @@ impl<S: IdempotencyStore> Guard<S> {
                         return Err(from(IdempotencyError::Codec { reason }));
                     }
                 };
-                match store
-                    .finish(&attempt, Outcome::Success(&body), self.retention_ms)
-                    .await
-                {
+                let limit = self.handle.engine.inner.config.max_response_bytes;
+                let stored = if body.len() > limit {
+                    Err(format!(
+                        "the response is {} bytes, over the limit of {limit}",
+                        body.len()
+                    ))
+                } else {
+                    match store
+                        .finish(&attempt, Outcome::Success(&body), self.retention_ms)
+                        .await
+                    {
+                        Ok(t) => Ok(t),
+                        // The effect is done: a retry must not run it again. If the store
+                        // takes a small UNKNOWN, it refused this response, not the connection
+                        // (see below); otherwise the failure is transient and stays one.
+                        Err(e) => Err(format!("the store refused the response: {e}")),
+                    }
+                };
+                match stored {
                     Ok(Transition::Applied) => Ok(value),
                     Ok(Transition::Fenced) => {
                         tracing::warn!("idempotency fenced: completion rejected");
                         Err(from(IdempotencyError::Fenced))
                     }
-                    Err(e) => Err(from(IdempotencyError::Store(e))),
+                    Err(reason) => {
+                        let note = serde_json::to_string(&reason).unwrap_or_default();
+                        match store
+                            .finish(&attempt, Outcome::Unknown(&note), self.retention_ms)
+                            .await
+                        {
+                            Ok(Transition::Applied) => {
+                                tracing::warn!(%reason, "idempotency unknown: response not stored");
+                                Ok(value)
+                            }
+                            Ok(Transition::Fenced) => {
+                                tracing::warn!("idempotency fenced: completion rejected");
+                                Err(from(IdempotencyError::Fenced))
+                            }
+                            Err(e) => Err(from(IdempotencyError::Store(e))),
+                        }
+                    }
                 }
             }
             Err(error) => {
