@@ -14,6 +14,7 @@ use crate::kb::names::{
     is_message_param_name, is_message_route, is_message_type, is_stored_record_type,
 };
 use crate::name::Name;
+use crate::query::first;
 use crate::rules::CrateView;
 
 /// Why a body is taken for a message handler.
@@ -176,13 +177,7 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
 /// `serde_json::from_slice(&delivery.data)`, `request.into_inner()`); a lookup keyed by the
 /// message (`let repo = ctx.repo(&name)`) is not the message.
 pub(crate) fn message_locals(body: &Body, upto: u32) -> Messages<'_> {
-    let seeds = body
-        .params
-        .iter()
-        .filter(|(n, ty)| n != "self" && carries_message(n, ty))
-        .map(|(n, _)| n)
-        .collect();
-    let mut m = Messages::new(body, seeds);
+    let mut m = Messages::new(body, message_params(body));
     m.advance(upto);
     m
 }
@@ -192,12 +187,7 @@ pub(crate) fn message_locals(body: &Body, upto: u32) -> Messages<'_> {
 /// a pattern took out of it) in the place of.
 pub(crate) fn messages_of<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a> {
     let body = krate.body(id);
-    let mut seeds: Vec<&'a Name> = body
-        .params
-        .iter()
-        .filter(|(n, ty)| n != "self" && carries_message(n, ty))
-        .map(|(n, _)| n)
-        .collect();
+    let mut seeds = message_params(body);
     let with_self = usize::from(body.params.first().is_some_and(|(n, _)| n == "self"));
     for &(caller, site) in krate.call_sites(id) {
         if !dispatches(krate, caller, site) || !names(krate, caller, site, id) {
@@ -311,6 +301,15 @@ fn decodes(body: &Body, c: u32) -> bool {
     )
 }
 
+/// The body's parameters that hold its message.
+fn message_params(body: &Body) -> Vec<&Name> {
+    body.params
+        .iter()
+        .filter(|(n, ty)| n != "self" && carries_message(n, ty))
+        .map(|(n, _)| n)
+        .collect()
+}
+
 /// A parameter that holds the message: typed as one, or named as one (`event`, `payload`).
 fn carries_message(name: &str, ty: &[Name]) -> bool {
     is_message_param_name(name)
@@ -318,10 +317,6 @@ fn carries_message(name: &str, ty: &[Name]) -> bool {
             let last = t.rsplit("::").next().unwrap_or(t);
             BROKER_MESSAGE_TYPES.contains(&last) || is_message_type(last) || is_event_type(last)
         })
-}
-
-fn first(path: &str) -> &str {
-    path.split('.').next().unwrap_or(path)
 }
 
 /// The body's own evidence of handling a message: a message route, a consumer registration,
