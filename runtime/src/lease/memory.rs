@@ -92,6 +92,16 @@ impl MemoryLeaseStore {
         })
     }
 
+    /// The largest token granted for `resource`, if any (release keeps it).
+    pub fn issued(&self, resource: &str) -> Option<FencingToken> {
+        self.with(|leases, _| {
+            leases
+                .get(resource)
+                .filter(|entry| entry.token > 0)
+                .map(|entry| FencingToken::new(entry.token))
+        })
+    }
+
     fn lost(lease: &Lease) -> LeaseError {
         LeaseError::Lost(Lost {
             resource: lease.resource().to_string(),

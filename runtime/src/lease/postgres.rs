@@ -1,6 +1,7 @@
 //! `PgLeaseStore` and the PostgreSQL fenced-write check: leases and accepted fencing tokens in two
 //! tables (in the connection's `search_path`), each operation one conditional statement, clocked
-//! by the server's `clock_timestamp()`.
+//! by the server's `clock_timestamp()`. A granted token is registered in `staleguard_fences` by the
+//! same statement, so a newer holder fences an older one as soon as it acquires, before it writes.
 
 use sqlx::postgres::{PgConnection, PgPool, Postgres};
 
@@ -19,15 +20,23 @@ CREATE TABLE IF NOT EXISTS staleguard_fences (
 );";
 
 const ACQUIRE: &str = "\
-INSERT INTO staleguard_leases AS l (resource, owner, token, expires_at_ms)
-VALUES ($1, $2, 1, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3)
-ON CONFLICT (resource) DO UPDATE SET
-    owner = excluded.owner,
-    token = l.token + 1,
-    expires_at_ms = excluded.expires_at_ms
-WHERE l.expires_at_ms <= (extract(epoch from clock_timestamp()) * 1000)::bigint
-   OR l.owner = excluded.owner
-RETURNING token, expires_at_ms";
+WITH granted AS (
+    INSERT INTO staleguard_leases AS l (resource, owner, token, expires_at_ms)
+    VALUES ($1, $2, 1, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3)
+    ON CONFLICT (resource) DO UPDATE SET
+        owner = excluded.owner,
+        token = l.token + 1,
+        expires_at_ms = excluded.expires_at_ms
+    WHERE l.expires_at_ms <= (extract(epoch from clock_timestamp()) * 1000)::bigint
+       OR l.owner = excluded.owner
+    RETURNING resource, token, expires_at_ms
+), issued AS (
+    INSERT INTO staleguard_fences AS f (resource, token)
+    SELECT resource, token FROM granted
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token
+    WHERE f.token < excluded.token
+)
+SELECT token, expires_at_ms FROM granted";
 
 const RENEW: &str = "\
 UPDATE staleguard_leases

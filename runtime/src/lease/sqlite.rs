@@ -1,5 +1,7 @@
 //! `SqliteLeaseStore` and the SQLite fenced-write check: leases and accepted fencing tokens in two
 //! tables, each operation one conditional statement, clocked by SQLite's `unixepoch('subsec')`.
+//! A granted token is registered in `staleguard_fences` by a trigger in the same statement, so a
+//! newer holder fences an older one as soon as it acquires, before it writes.
 
 use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
 
@@ -15,7 +17,21 @@ CREATE TABLE IF NOT EXISTS staleguard_leases (
 CREATE TABLE IF NOT EXISTS staleguard_fences (
     resource TEXT    PRIMARY KEY NOT NULL,
     token    INTEGER NOT NULL
-);";
+);
+CREATE TRIGGER IF NOT EXISTS staleguard_leases_issue_insert
+AFTER INSERT ON staleguard_leases
+BEGIN
+    INSERT INTO staleguard_fences (resource, token) VALUES (new.resource, new.token)
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token
+    WHERE staleguard_fences.token < excluded.token;
+END;
+CREATE TRIGGER IF NOT EXISTS staleguard_leases_issue_update
+AFTER UPDATE OF token ON staleguard_leases
+BEGIN
+    INSERT INTO staleguard_fences (resource, token) VALUES (new.resource, new.token)
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token
+    WHERE staleguard_fences.token < excluded.token;
+END;";
 
 const ACQUIRE: &str = "\
 INSERT INTO staleguard_leases (resource, owner, token, expires_at_ms)
@@ -90,7 +106,11 @@ impl SqliteLeaseStore {
     ///     token INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL);
     /// CREATE TABLE IF NOT EXISTS staleguard_fences (
     ///     resource TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL);
+    /// -- and two triggers on staleguard_leases (after insert, after update of token) that
+    /// -- raise staleguard_fences.token to every token granted
     /// ```
+    ///
+    /// Run it again after upgrading from a version without the triggers.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         sqlx::raw_sql(SCHEMA).execute(&self.pool).await?;
         Ok(())
