@@ -12,6 +12,7 @@ repository: `repos.tsv` (what and which half), `labels.tsv` (coordinates, rule, 
     tools/realcode/realcode.py --half tuning --misses    # and every missed hazard
     tools/realcode/realcode.py --findings --untriaged    # findings with no verdict yet
     tools/realcode/realcode.py --half heldout            # only once a change is done
+    tools/realcode/realcode.py --half fresh              # the newest held-out set, likewise
 
 Held-out misses and findings are printed only with `--half heldout` and `--misses` /
 `--findings`: look at them after a change, never while making it.
@@ -27,6 +28,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SLACK = 3  # lines a finding may sit outside a label's range and still match it
+# The halves, in report order. `heldout` and `fresh` are held out: their misses and findings are
+# printed only when that half is asked for by name. `fresh` is the newest held-out set, labelled
+# before any rule change that is measured on it (it joins `heldout` once it has been studied).
+HALVES = ("tuning", "heldout", "fresh")
 
 
 def read_tsv(name):
@@ -171,7 +176,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "cargo-staleguard"))
     ap.add_argument("--mirrors", default="/work/.mirror")
     ap.add_argument("--work", default="/work/realcode-trees")
-    ap.add_argument("--half", choices=["tuning", "heldout", "all"], default="tuning")
+    ap.add_argument("--half", choices=list(HALVES) + ["all"], default="tuning")
     ap.add_argument("--rules", default="", help="comma-separated rule ids (default: every rule)")
     ap.add_argument("--repo", default="", help="only repositories whose name contains this")
     ap.add_argument("--misses", action="store_true", help="print every missed hazard")
@@ -224,7 +229,7 @@ def main():
             listed.append((half, repo["repo"], f, verdict, v["reason"] if v else ""))
 
     rules = sorted({r for _, r in list(recall) + list(clean) + list(verdict_counts)})
-    for half in ("tuning", "heldout"):
+    for half in HALVES:
         if half not in lines_by_half:
             continue
         kloc = lines_by_half[half] / 100_000
@@ -242,17 +247,18 @@ def main():
                 f"| `{rule}` | {rec} | {cf}/{cn} | {n} | {c['true']} | {c['debatable']} | {c['false']} | "
                 f"{c['untriaged']} | {prec} | {c['false'] / kloc:.2f} |"
             )
-    show_heldout = args.half == "heldout"
+    def hidden(half):
+        return half != "tuning" and half != args.half
     if args.misses:
         print("\n## missed hazards")
         for half, label in misses:
-            if half == "heldout" and not show_heldout:
+            if hidden(half):
                 continue
             print(f"- [{half}] {label['repo']} {label['path']}:{label['lines']} `{label['function']}` {label['rule']}: {label['reason']}")
     if args.findings:
         print("\n## findings")
         for half, repo, f, verdict, reason in listed:
-            if half == "heldout" and not show_heldout or args.untriaged and verdict != "untriaged":
+            if hidden(half) or args.untriaged and verdict != "untriaged":
                 continue
             print(f"- [{half}] {repo}\t{f['rule']}\t{f['path']}\t{f['function']}\t{f['line']}\t{verdict}\t{reason or f['message']}")
 
