@@ -157,11 +157,13 @@ def lint(binary, tree, select):
     return out
 
 
-def matches(label, finding):
-    """The finding reports the labelled place: at it, or through a call chain that ends there."""
+def matches(label, finding, via=True):
+    """The finding reports the labelled place: at it, or (with `via`) through a call chain that
+    ends there. A verdict is only inferred from a label the finding points at directly: each
+    caller of a labelled helper is a finding of its own, to be read."""
     if label["rule"] != finding["rule"]:
         return False
-    places = [(finding["path"], finding["line"])] + finding.get("via", [])
+    places = [(finding["path"], finding["line"])] + (finding.get("via", []) if via else [])
     # One range (`120-134`) or several (`41-47,90-96`).
     for part in label["lines"].split(","):
         lo, _, hi = part.strip().partition("-")
@@ -221,7 +223,7 @@ def main():
             verdict = v["verdict"] if v else None
             if verdict is None:
                 for label in labels:
-                    if label["repo"] == repo["repo"] and matches(label, f):
+                    if label["repo"] == repo["repo"] and matches(label, f, via=False):
                         verdict = {"hazard": "true", "clean": "false", "debatable": "debatable"}[label["label"]]
                         break
             verdict = verdict or "untriaged"
