@@ -18,13 +18,36 @@ impl Classifier<'_> {
                 return Vec::new();
             }
             let mut out = self.resolve_func(&call.func);
-            // Method steps after a crate fn returning a crate type are not followed.
-            if out.is_empty() && call.steps.len() > 1 {
-                out = Vec::new();
-            }
+            self.later_steps(call, &mut out);
             return out;
         }
-        // Method calls: the first step on the receiver.
+        let mut out = self.resolve_first_step(call, recv);
+        self.later_steps(call, &mut out);
+        out
+    }
+
+    /// The later steps of a chain whose earlier steps all run crate fns (`data.handler().
+    /// delete_token(t)`, `Repo::new(db).find(id)`): the value each step works on came from the
+    /// crate, so a method defined once in the crate (and not a common library name) is taken
+    /// for that one. The walk stops at the first step that resolves to nothing.
+    fn later_steps(&self, call: &Call, out: &mut Vec<BodyId>) {
+        if out.is_empty() {
+            return;
+        }
+        for step in call.steps.iter().skip(1) {
+            match self.facts.methods_named.get(step.name.as_str()) {
+                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
+                    if !out.contains(&c[0]) {
+                        out.push(c[0]);
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// The crate bodies the first step of a method chain may run, from the receiver's class.
+    fn resolve_first_step(&self, call: &Call, recv: &Class) -> Vec<BodyId> {
         let Some(step) = call.steps.first() else {
             return Vec::new();
         };
