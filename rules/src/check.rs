@@ -32,7 +32,8 @@ pub(crate) fn analyse<'a>(
     threads: usize,
 ) -> CrateAnalysis<'a> {
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
-    let facts = Facts::collect(&irs);
+    let mut facts = Facts::collect(&irs);
+    facts.add_module_paths(files.iter().map(|f| f.path.as_str()));
     let counts = files.iter().map(|f| f.ir.bodies.len());
     let (ids, in_order): (Vec<BodyId>, Vec<&Body>) = facts.all_bodies().unzip();
     let bodies: PerBody<&Body> = PerBody::new(counts, in_order);

@@ -108,6 +108,10 @@ pub struct Facts<'a> {
     pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: its `use` aliases, sorted by alias at lowering, borrowed.
     pub uses: Vec<&'a [(Name, Name)]>,
+    /// Names of the crate's modules and crates: every directory and file stem of the checked
+    /// files (`-` read as `_`) and every inline `mod`. A path whose first segment is none of
+    /// these (`sqlx::query`, `diesel::update`) names a library, not a crate fn.
+    pub modules: FxHashSet<Name>,
 }
 
 impl<'a> Facts<'a> {
@@ -132,6 +136,7 @@ impl<'a> Facts<'a> {
             for (name, s) in &file.facts.str_consts {
                 f.str_consts.insert(name.clone(), s.clone());
             }
+            f.modules.extend(file.facts.mods.iter().cloned());
             for (a, ty) in &file.facts.aliases {
                 f.aliases.insert(a.clone(), ty.clone());
             }
@@ -255,6 +260,39 @@ impl<'a> Facts<'a> {
             Some(full) if rest.is_empty() => full.clone(),
             Some(full) => Name::display(&format_args!("{full}::{}", Name::join(rest, "::"))),
             None => Name::join(parts, "::"),
+        }
+    }
+
+    /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
+    pub fn add_module_paths<'p>(&mut self, paths: impl IntoIterator<Item = &'p str>) {
+        for path in paths {
+            for part in path.split(['/', '\\']) {
+                let stem = part.strip_suffix(".rs").unwrap_or(part);
+                if !stem.is_empty() && !matches!(stem, "." | ".." | "src" | "mod" | "lib" | "main")
+                {
+                    self.modules.insert(Name::new(&stem.replace('-', "_")));
+                }
+            }
+        }
+    }
+
+    /// Does the path `parts`, written in `file`, name something of the crate? Its first segment
+    /// (through the file's `use` aliases) is `crate`, `self`, `super` or one of
+    /// [`Facts::modules`]. A bare name with no alias is taken as the crate's; one imported from a
+    /// library (`use sqlx::query;`) is not.
+    pub fn is_crate_path(&self, file: u32, parts: &[Name]) -> bool {
+        let Some(head) = parts.first() else {
+            return false;
+        };
+        let local = |seg: &str| {
+            matches!(seg, "crate" | "self" | "super" | "Self") || self.modules.contains(seg)
+        };
+        match self.alias(file, head) {
+            Some(full) => {
+                let first = full.as_str().split("::").next().unwrap_or_default();
+                local(first)
+            }
+            None => parts.len() == 1 || local(head),
         }
     }
 

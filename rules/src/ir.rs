@@ -70,6 +70,9 @@ pub struct FileFacts {
     pub trait_impls: Vec<(Name, Name)>,
     /// `type Alias = Target;`
     pub aliases: Vec<(Name, TypeRef)>,
+    /// Names of the inline modules the file declares (`mod x { .. }`); file modules are known
+    /// from the paths.
+    pub mods: Vec<Name>,
 }
 
 /// One function, method or trait default method.

@@ -110,7 +110,7 @@ impl Classifier<'_> {
                 return typed.to_vec();
             }
         }
-        if func.len() == 1 || q_is_module(func) {
+        if (func.len() == 1 || q_is_module(func)) && self.facts.is_crate_path(self.file, func) {
             self.facts
                 .free_fns
                 .get(name.as_str())

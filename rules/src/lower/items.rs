@@ -108,6 +108,7 @@ impl ItemLowerer<'_, '_> {
                 if let Some((brace, items)) = &m.content {
                     self.item_range(&m.attrs, m.mod_token.span, brace.span.close());
                     let name = Name::display(&m.ident);
+                    self.out.facts.mods.push(name.clone());
                     for it in items {
                         self.item(it, Some(&name));
                     }
