@@ -921,6 +921,58 @@ pub(crate) const DATABASE_TYPE_NAMES: &[&str] = &[
     "DatabaseConnection",
 ];
 
+/// Crates whose `Transaction` types are database transactions (the first segment of a
+/// resolved path). A `Transaction` from any other library (`bitcoin::Transaction`, a
+/// blockchain SDK's signed transaction) is a domain value, not an open database transaction.
+pub(crate) const DB_TRANSACTION_CRATES: &[&str] = &[
+    "sqlx",
+    "sea_orm",
+    "diesel",
+    "diesel_async",
+    "tokio_postgres",
+    "postgres",
+    "deadpool_postgres",
+    "deadpool_diesel",
+    "bb8_postgres",
+    "rusqlite",
+    "mysql_async",
+    "mysql",
+    "tiberius",
+    "libsql",
+    "surrealdb",
+    "mongodb",
+    "duckdb",
+    "redb",
+    "heed",
+    "sled",
+    "rocksdb",
+    "foundationdb",
+    "tikv_client",
+    "scylla",
+];
+
+/// Words in a type's fields that say the crate's own `Transaction` / `Tx` wraps a database
+/// transaction (`struct Tx { inner: sqlx::Transaction<'static, Postgres> }`).
+pub(crate) const DB_WRAPPER_WORDS: &[&str] = &[
+    "sqlx",
+    "postgres",
+    "sqlite",
+    "mysql",
+    "sea_orm",
+    "diesel",
+    "rusqlite",
+    "databasetransaction",
+    "pgconnection",
+    "sqliteconnection",
+    "mongodb",
+    "clientsession",
+];
+
+/// Words in a type's own name that say it is a database's (`SqlTransaction`, `DbTx`).
+pub(crate) const DB_NAME_WORDS: &[&str] = &[
+    "sql", "db", "database", "pg", "postgres", "sqlite", "mysql", "conn", "mongo", "diesel", "orm",
+];
+
 /// Functions whose result is a channel end (lowercase resolved path words).
 pub(crate) const CHANNEL_FN_WORDS: &[&str] = &["mpsc", "broadcast", "flume"];
 

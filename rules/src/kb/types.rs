@@ -3,8 +3,8 @@
 use super::has;
 use crate::apis::{
     BROKER_TYPES, CHANNEL_TYPE_NAMES, CHANNEL_TYPES, CONCURRENT_MAP_TYPES, DATABASE_TYPE_NAMES,
-    DATABASE_TYPES, DIST_LOCK_TYPES, HTTP_TYPE_NAMES, HTTP_TYPES, LIST_TYPE_ENDINGS, MAP_TYPES,
-    REDIS_TYPE_NAMES, TYPE_WRAPPERS,
+    DATABASE_TYPES, DB_NAME_WORDS, DB_TRANSACTION_CRATES, DB_WRAPPER_WORDS, DIST_LOCK_TYPES,
+    HTTP_TYPE_NAMES, HTTP_TYPES, LIST_TYPE_ENDINGS, MAP_TYPES, REDIS_TYPE_NAMES, TYPE_WRAPPERS,
 };
 use crate::facts::Facts;
 use crate::fxhash::FxHashMap;
@@ -192,7 +192,8 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     if has(&lower, "guard") {
         return Class::Guard;
     }
-    if has(&lower, "transaction") || name == "Tx" {
+    if (has(&lower, "transaction") || name == "Tx") && is_db_transaction(full, name.as_str(), facts)
+    {
         return Class::DbTx;
     }
     if has(&lower, "redis") || REDIS_TYPE_NAMES.contains(&name.as_str()) {
@@ -226,6 +227,65 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
         return Class::Trait(name);
     }
     Class::Unknown(name)
+}
+
+/// A type named for a transaction (`Transaction`, `Tx`, `PgTransaction`), resolved to `full`:
+/// a database transaction when it comes from a database crate, or is written bare with no
+/// import (a glob import or a prelude, `Transaction<'_, Postgres>`), or is the crate's own type
+/// (a crate path, or a struct of the crate) holding one in a field. Not a library's domain
+/// value (`bitcoin::Transaction`, `ethers::types::Transaction`), and not the crate's own record
+/// or manager named for transactions (`AccountTransaction`, `ExitTransactionManager`).
+fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
+    // The crate's own type: a struct is judged by its fields; a trait of the crate named for
+    // transactions (an associated `Transaction<'a>` type) stays a transaction.
+    let own = || {
+        !facts.structs.contains_key(name)
+            || names_db_transaction(name)
+            || wraps_db_transaction(name, facts, 2)
+    };
+    match full.split_once("::") {
+        // The crate's paths, and associated types of a type or generic parameter
+        // (`Self::Transaction`, `C::Transaction`): library crates are lowercase.
+        Some((head, _))
+            if matches!(head, "crate" | "self" | "super")
+                || facts.modules.contains(head)
+                || head.starts_with(|c: char| c.is_ascii_uppercase()) =>
+        {
+            own()
+        }
+        Some((head, _)) => DB_TRANSACTION_CRATES.contains(&head),
+        None => own(),
+    }
+}
+
+/// A name that says both "transaction" and "database" (`SqlTransaction`, `DbTx`,
+/// `ConnectionWithTransaction`, `PgTx`).
+fn names_db_transaction(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let lower = last(&lower);
+    (has(lower, "transaction") || lower.ends_with("tx"))
+        && DB_NAME_WORDS.iter().any(|w| has(lower, w))
+}
+
+/// Does the crate struct `name` hold a database transaction or session in a field, directly or
+/// through `depth` levels of the crate's own structs (`TransactionSession(Arc<Mutex<Inner>>)`,
+/// `Inner { session: mongodb::ClientSession }`)?
+fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
+    facts.structs.get(name).is_some_and(|fields| {
+        fields.iter().any(|(_, ty)| {
+            ty.iter().any(|seg| {
+                let lower = seg.to_ascii_lowercase();
+                DB_WRAPPER_WORDS.iter().any(|w| has(&lower, w))
+                    || lower == "transaction"
+                    || lower.ends_with("::transaction")
+                    || names_db_transaction(seg)
+                    || depth > 0
+                        && seg.as_str() != name
+                        && facts.structs.contains_key(last(seg))
+                        && wraps_db_transaction(last(seg), facts, depth - 1)
+            })
+        })
+    })
 }
 
 /// A parameter type that hands in a connection or an executor rather than a pool: the caller's
