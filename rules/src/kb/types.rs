@@ -173,7 +173,9 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     {
         return Class::ConcurrentMap;
     }
-    if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w)) {
+    // By name only a library's: the crate's own `LockManager` (a mutex per key, say) is known
+    // by its methods.
+    if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w)) && !is_own_type(full, name.as_str(), facts) {
         return Class::DistLock;
     }
     if MAP_TYPES.iter().any(|w| has(&lower, w)) {
@@ -255,6 +257,17 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
         }
         Some((head, _)) => DB_TRANSACTION_CRATES.contains(&head),
         None => own(),
+    }
+}
+
+/// A type of the crate itself: a path through the crate's modules, or a bare name the crate
+/// declares a struct for or implements as a trait.
+fn is_own_type(full: &str, name: &str, facts: &Facts) -> bool {
+    match full.split_once("::") {
+        Some((head, _)) => {
+            matches!(head, "crate" | "self" | "super") || facts.modules.contains(head)
+        }
+        None => facts.structs.contains_key(name) || facts.trait_impls.contains_key(name),
     }
 }
 
