@@ -333,11 +333,14 @@ pub(super) fn classify(
                 | Class::Trait(_)
         )
     {
-        let table = call
-            .recv
-            .first()
-            .and_then(|r| cx.local_modules.get(r))
-            .map(|m| normalize_table(m));
+        // The model's table: from its module (`order::ActiveModel`), or the row it was made
+        // from (`row.into_active_model()`, a model read and saved back whole).
+        let table = call.recv.first().and_then(|r| {
+            cx.local_modules
+                .get(r)
+                .map(|m| normalize_table(m))
+                .or_else(|| cx.read_tables.get(r).cloned())
+        });
         let mut e = Effect::new(
             EffectKind::Write,
             format!("runs `{head}` on an active model"),

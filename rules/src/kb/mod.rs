@@ -41,6 +41,9 @@ pub(crate) struct Classifier<'a> {
     pub guard_places: FxHashMap<Name, Name>,
     /// Locals declared with a module-qualified type (`order::ActiveModel`): the module.
     pub local_modules: FxHashMap<Name, Name>,
+    /// Locals holding a row read by this body (the table it was read from), and the values
+    /// made from them (`let mut m = row.into_active_model()`): a model saved back writes there.
+    pub read_tables: FxHashMap<Name, Name>,
     /// What has been assigned to a local's fields so far (`model.status = Set(..)`, the
     /// struct literal it was made from): an ORM model's pending writes.
     pub model_sets: FxHashMap<Name, Vec<Assigned>>,
@@ -80,6 +83,7 @@ pub fn classify_body(
         lit_locals: FxHashMap::default(),
         guard_places: FxHashMap::default(),
         local_modules: FxHashMap::default(),
+        read_tables: FxHashMap::default(),
         model_sets: FxHashMap::default(),
         memo,
     };
@@ -135,7 +139,33 @@ pub fn classify_body(
                         Name::new(module.rsplit(':').next().unwrap_or(module)),
                     );
                 }
+                // The table of the row this value holds: read by the call it is bound from, or
+                // made from a local that holds one.
+                let read_table = b
+                    .calls
+                    .iter()
+                    .rev()
+                    .find_map(|&l| {
+                        direct[l as usize]
+                            .iter()
+                            .find(|e| e.kind == EffectKind::Read && !e.in_memory)
+                            .and_then(|e| e.table.clone())
+                    })
+                    .or_else(|| {
+                        b.deps.iter().find_map(|d| {
+                            let root = d.split('.').next().unwrap_or(d);
+                            cx.read_tables.get(root).cloned()
+                        })
+                    });
                 for name in &b.names {
+                    match &read_table {
+                        Some(t) if b.names.len() == 1 => {
+                            cx.read_tables.insert(name.clone(), t.clone());
+                        }
+                        _ => {
+                            cx.read_tables.remove(name);
+                        }
+                    }
                     match &locked {
                         Some(place) => {
                             cx.guard_places.insert(name.clone(), place.clone());
