@@ -97,7 +97,10 @@ pub(super) fn classify(
             .iter()
             .any(|s| EXEC_STEPS.contains(&s.name.as_str()))
             || call.func_last().ends_with('!')
-            || QUERY_FNS.contains(&call.func_last());
+            || QUERY_FNS.contains(&call.func_last())
+            // A crate helper handed the SQL text and awaited (`db.query_one(SQL_FIND, &[&id])`,
+            // `DB::pg_execute("UPDATE ..", params)`): it runs that statement.
+            || call.steps.len() <= 3 && call.awaited() && !cx.resolve(call, recv).is_empty();
         if executes {
             // A statement that only takes the lock; one that also reads or writes a table
             // (`.. WHERE pg_try_advisory_lock(id)`) keeps its own effect.
