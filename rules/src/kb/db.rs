@@ -321,10 +321,17 @@ pub(super) fn classify(
         }
     }
     // sea-orm active models: `order.update(db).await`, `.insert(db)`, `.save(db)`, `.delete(db)`.
+    // (`.await.map_err(..)?` and the other result adapters may follow.)
     if call.func.is_empty()
-        && call.steps.len() == 1
         && ACTIVE_MODEL_STEPS.contains(&head)
+        && call
+            .steps
+            .iter()
+            .skip(1)
+            .all(|s| RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
         && call.steps[0].args.len() == 1
+        // A method of the crate's own (a row type's `insert(conn)`) is followed, not guessed.
+        && cx.resolve(call, recv).is_empty()
         && call.steps[0].awaited
         && !matches!(
             recv,
