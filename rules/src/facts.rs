@@ -112,6 +112,8 @@ pub struct Facts<'a> {
     /// files (`-` read as `_`) and every inline `mod`. A path whose first segment is none of
     /// these (`sqlx::query`, `diesel::update`) names a library, not a crate fn.
     pub modules: FxHashSet<Name>,
+    /// Per file (in file order): the module names its path gives.
+    pub file_modules: Vec<Box<[Name]>>,
 }
 
 impl<'a> Facts<'a> {
@@ -266,13 +268,52 @@ impl<'a> Facts<'a> {
     /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
     pub fn add_module_paths<'p>(&mut self, paths: impl IntoIterator<Item = &'p str>) {
         for path in paths {
+            let mut segments = Vec::new();
             for part in path.split(['/', '\\']) {
                 let stem = part.strip_suffix(".rs").unwrap_or(part);
                 if !stem.is_empty() && !matches!(stem, "." | ".." | "src" | "mod" | "lib" | "main")
                 {
-                    self.modules.insert(Name::new(&stem.replace('-', "_")));
+                    let name = Name::new(&stem.replace('-', "_"));
+                    self.modules.insert(name.clone());
+                    segments.push(name);
                 }
             }
+            self.file_modules.push(segments.into_boxed_slice());
+        }
+    }
+
+    /// Free fns named by the module-qualified path `parts` (`operations::pipeline::get`): the
+    /// ones in a file under a module of that name when there are some, else every fn of the
+    /// name (a module the paths do not show, an inline `mod`).
+    pub fn free_fns_in(&self, parts: &[Name]) -> Vec<BodyId> {
+        let Some((name, quals)) = parts.split_last() else {
+            return Vec::new();
+        };
+        let all = self
+            .free_fns
+            .get(name.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let module = quals
+            .iter()
+            .rev()
+            .find(|q| !matches!(q.as_str(), "crate" | "self" | "super"));
+        let Some(module) = module else {
+            return all.to_vec();
+        };
+        let within: Vec<BodyId> = all
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.file_modules
+                    .get(id.file as usize)
+                    .is_some_and(|segs| segs.contains(module))
+            })
+            .collect();
+        if within.is_empty() {
+            all.to_vec()
+        } else {
+            within
         }
     }
 

@@ -111,11 +111,7 @@ impl Classifier<'_> {
             }
         }
         if (func.len() == 1 || q_is_module(func)) && self.facts.is_crate_path(self.file, func) {
-            self.facts
-                .free_fns
-                .get(name.as_str())
-                .cloned()
-                .unwrap_or_default()
+            self.facts.free_fns_in(func)
         } else {
             Vec::new()
         }
