@@ -66,6 +66,42 @@ fn is_test_file(path: &str) -> bool {
     })
 }
 
+/// Per file: is it the file of a module another file declares as test code
+/// (`#[cfg(test)] mod tests;` in `src/db/mod.rs` makes `src/db/tests.rs`, `src/db/tests/mod.rs`
+/// and everything under `src/db/tests/` test code)?
+fn test_module_files(files: &[LoweredFile]) -> Vec<bool> {
+    let norm = |p: &str| p.replace('\\', "/");
+    let mut roots: Vec<String> = Vec::new();
+    for f in files {
+        if f.ir.facts.test_mods.is_empty() {
+            continue;
+        }
+        let path = norm(&f.path);
+        let (dir, file) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+        let children = match file {
+            "mod.rs" | "lib.rs" | "main.rs" => dir.to_string(),
+            _ => path.strip_suffix(".rs").unwrap_or(&path).to_string(),
+        };
+        for m in &f.ir.facts.test_mods {
+            roots.push(if children.is_empty() {
+                m.to_string()
+            } else {
+                format!("{children}/{m}")
+            });
+        }
+    }
+    files
+        .iter()
+        .map(|f| {
+            let path = norm(&f.path);
+            roots.iter().any(|r| {
+                path.strip_prefix(r.as_str())
+                    .is_some_and(|rest| rest == ".rs" || rest.starts_with('/'))
+            })
+        })
+        .collect()
+}
+
 /// Runs every enabled rule over the lowered files of one crate or workspace: parse errors,
 /// then each body's findings from the rules that apply to it, with suppressions applied (and
 /// unused ones reported), sorted by file and position.
@@ -114,8 +150,9 @@ fn run_with(
             handouts: Default::default(),
             registrations: Default::default(),
         };
+        let test_mods = test_module_files(files);
         let found = par_map(&a.ids, threads, |id| {
-            if is_test_file(krate.paths[id.file as usize]) {
+            if is_test_file(krate.paths[id.file as usize]) || test_mods[id.file as usize] {
                 return Vec::new();
             }
             let cx = RuleCx::new(&krate, *id);

@@ -73,6 +73,8 @@ pub struct FileFacts {
     /// Names of the inline modules the file declares (`mod x { .. }`); file modules are known
     /// from the paths.
     pub mods: Vec<Name>,
+    /// Modules declared as test code in their own file (`#[cfg(test)] mod tests;`).
+    pub test_mods: Vec<Name>,
 }
 
 /// One function, method or trait default method.
