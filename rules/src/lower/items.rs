@@ -46,12 +46,11 @@ impl ItemLowerer<'_, '_> {
         self.depth += 1;
         match item {
             Item::Fn(f) if is_test(&f.attrs) => {}
-            Item::Mod(m) if is_test(&m.attrs) => {
-                // `#[cfg(test)] mod tests;`: the module's own file is test code too.
-                if m.content.is_none() {
-                    self.out.facts.test_mods.push(Name::display(&m.ident));
-                }
+            // `#[cfg(test)] mod tests;`: the module's own file is test code too.
+            Item::Mod(m) if is_test(&m.attrs) && m.content.is_none() => {
+                self.out.facts.test_mods.push(Name::display(&m.ident));
             }
+            Item::Mod(m) if is_test(&m.attrs) => {}
             Item::Impl(imp) if is_test(&imp.attrs) => {}
             Item::Fn(f) => {
                 self.item_range(
