@@ -73,7 +73,7 @@ fn test_module_files(files: &[LoweredFile]) -> Vec<bool> {
     let norm = |p: &str| p.replace('\\', "/");
     let mut roots: Vec<String> = Vec::new();
     for f in files {
-        if f.ir.facts.test_mods.is_empty() {
+        if !f.ir.facts.mods.iter().any(|m| m.1) {
             continue;
         }
         let path = norm(&f.path);
@@ -82,7 +82,7 @@ fn test_module_files(files: &[LoweredFile]) -> Vec<bool> {
             "mod.rs" | "lib.rs" | "main.rs" => dir.to_string(),
             _ => path.strip_suffix(".rs").unwrap_or(&path).to_string(),
         };
-        for m in &f.ir.facts.test_mods {
+        for (m, _) in f.ir.facts.mods.iter().filter(|m| m.1) {
             roots.push(if children.is_empty() {
                 m.to_string()
             } else {

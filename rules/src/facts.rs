@@ -112,8 +112,18 @@ pub struct Facts<'a> {
     /// files (`-` read as `_`) and every inline `mod`. A path whose first segment is none of
     /// these (`sqlx::query`, `diesel::update`) names a library, not a crate fn.
     pub modules: FxHashSet<Name>,
-    /// Per file (in file order): the module names its path gives.
-    pub file_modules: Vec<Box<[Name]>>,
+    /// Per file (in file order): its path, whose directories and stem name its modules.
+    pub paths: Vec<&'a str>,
+}
+
+/// The module names a file's path gives: its directories and its stem, without `src`, `mod`,
+/// `lib`, `main` (as written: `-` is not yet `_`).
+fn path_modules(path: &str) -> impl Iterator<Item = &str> {
+    path.split(['/', '\\'])
+        .map(|part| part.strip_suffix(".rs").unwrap_or(part))
+        .filter(|stem| {
+            !stem.is_empty() && !matches!(*stem, "." | ".." | "src" | "mod" | "lib" | "main")
+        })
 }
 
 impl<'a> Facts<'a> {
@@ -138,7 +148,8 @@ impl<'a> Facts<'a> {
             for (name, s) in &file.facts.str_consts {
                 f.str_consts.insert(name.clone(), s.clone());
             }
-            f.modules.extend(file.facts.mods.iter().cloned());
+            f.modules
+                .extend(file.facts.mods.iter().filter(|m| !m.1).map(|m| m.0.clone()));
             for (a, ty) in &file.facts.aliases {
                 f.aliases.insert(a.clone(), ty.clone());
             }
@@ -266,19 +277,14 @@ impl<'a> Facts<'a> {
     }
 
     /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
-    pub fn add_module_paths<'p>(&mut self, paths: impl IntoIterator<Item = &'p str>) {
+    pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         for path in paths {
-            let mut segments = Vec::new();
-            for part in path.split(['/', '\\']) {
-                let stem = part.strip_suffix(".rs").unwrap_or(part);
-                if !stem.is_empty() && !matches!(stem, "." | ".." | "src" | "mod" | "lib" | "main")
-                {
-                    let name = Name::new(&stem.replace('-', "_"));
-                    self.modules.insert(name.clone());
-                    segments.push(name);
+            for seg in path_modules(path) {
+                if !self.modules.contains(seg) {
+                    self.modules.insert(Name::new(&seg.replace('-', "_")));
                 }
             }
-            self.file_modules.push(segments.into_boxed_slice());
+            self.paths.push(path);
         }
     }
 
@@ -305,9 +311,11 @@ impl<'a> Facts<'a> {
             .iter()
             .copied()
             .filter(|id| {
-                self.file_modules
-                    .get(id.file as usize)
-                    .is_some_and(|segs| segs.contains(module))
+                self.paths.get(id.file as usize).is_some_and(|p| {
+                    path_modules(p).any(|seg| {
+                        seg == module.as_str() || seg.replace('-', "_") == module.as_str()
+                    })
+                })
             })
             .collect();
         if within.is_empty() {

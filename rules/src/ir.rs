@@ -55,6 +55,29 @@ pub struct FileIr {
     pub items: Vec<(u32, u32)>,
 }
 
+impl FileIr {
+    /// Drops the spare capacity lowering's pushes left (the lowered files stay in memory until
+    /// the crate is checked).
+    pub fn shrink(&mut self) {
+        self.bodies.shrink_to_fit();
+        self.items.shrink_to_fit();
+        let f = &mut self.facts;
+        f.structs.shrink_to_fit();
+        for (_, fields) in &mut f.structs {
+            fields.shrink_to_fit();
+            for (_, ty) in fields {
+                ty.shrink_to_fit();
+            }
+        }
+        f.uses.shrink_to_fit();
+        f.sql_consts.shrink_to_fit();
+        f.str_consts.shrink_to_fit();
+        f.trait_impls.shrink_to_fit();
+        f.aliases.shrink_to_fit();
+        f.mods.shrink_to_fit();
+    }
+}
+
 /// Crate-wide facts contributed by one file.
 #[derive(Debug, Clone, Default)]
 pub struct FileFacts {
@@ -70,11 +93,9 @@ pub struct FileFacts {
     pub trait_impls: Vec<(Name, Name)>,
     /// `type Alias = Target;`
     pub aliases: Vec<(Name, TypeRef)>,
-    /// Names of the inline modules the file declares (`mod x { .. }`); file modules are known
-    /// from the paths.
-    pub mods: Vec<Name>,
-    /// Modules declared as test code in their own file (`#[cfg(test)] mod tests;`).
-    pub test_mods: Vec<Name>,
+    /// Modules the paths do not show: inline ones (`mod x { .. }`, `false`) and ones declared
+    /// as test code in their own file (`#[cfg(test)] mod tests;`, `true`).
+    pub mods: Vec<(Name, bool)>,
 }
 
 /// One function, method or trait default method.

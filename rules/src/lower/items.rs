@@ -48,7 +48,7 @@ impl ItemLowerer<'_, '_> {
             Item::Fn(f) if is_test(&f.attrs) => {}
             // `#[cfg(test)] mod tests;`: the module's own file is test code too.
             Item::Mod(m) if is_test(&m.attrs) && m.content.is_none() => {
-                self.out.facts.test_mods.push(Name::display(&m.ident));
+                self.out.facts.mods.push((Name::display(&m.ident), true));
             }
             Item::Mod(m) if is_test(&m.attrs) => {}
             Item::Impl(imp) if is_test(&imp.attrs) => {}
@@ -112,7 +112,7 @@ impl ItemLowerer<'_, '_> {
                 if let Some((brace, items)) = &m.content {
                     self.item_range(&m.attrs, m.mod_token.span, brace.span.close());
                     let name = Name::display(&m.ident);
-                    self.out.facts.mods.push(name.clone());
+                    self.out.facts.mods.push((name.clone(), false));
                     for it in items {
                         self.item(it, Some(&name));
                     }
@@ -267,7 +267,13 @@ impl ItemLowerer<'_, '_> {
             idempotent,
             idempotent_key: idempotent_key.map(Box::new),
             message_route: message_route(attrs),
-            params: params.into_boxed_slice(),
+            params: params
+                .into_iter()
+                .map(|(n, mut t): (Name, crate::ir::TypeRef)| {
+                    t.shrink_to_fit();
+                    (n, t)
+                })
+                .collect(),
             ret: ret.into_boxed_slice(),
             events: events.into_boxed_slice(),
         });

@@ -85,6 +85,7 @@ pub fn parse_and_lower(
         // Imports sorted by alias (stably: a later import of the same name stays later), so the
         // crate facts can search them without building a table.
         out.facts.uses.sort_by(|a, b| a.0.cmp(&b.0));
+        out.shrink();
         Ok(out)
     };
     parser.parse_str(content)
