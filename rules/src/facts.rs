@@ -225,6 +225,11 @@ impl<'a> Facts<'a> {
         })
     }
 
+    /// The body behind an id.
+    pub fn body(&self, id: BodyId) -> &'a Body {
+        &self.bodies[id.file as usize][id.body as usize]
+    }
+
     /// Every body of the crate with its id, file by file.
     pub fn all_bodies(&self) -> impl Iterator<Item = (BodyId, &'a Body)> + '_ {
         self.bodies.iter().enumerate().flat_map(|(fi, bodies)| {

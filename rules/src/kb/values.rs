@@ -5,7 +5,7 @@
 use super::{Class, Classifier, has, types};
 use crate::apis::{
     CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS, REDIS_CONNECTION_STEPS,
-    SQL_APPEND_STEPS,
+    RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, TYPE_WRAPPERS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
@@ -158,6 +158,9 @@ impl Classifier<'_> {
                 _ => {}
             }
         }
+        if let Some(c) = self.declared_result(call, &recv) {
+            return Some(c);
+        }
         if call.func.len() >= 2 {
             let ty = &call.func[call.func.len() - 2];
             if CONSTRUCTOR_FNS.contains(&call.func_last()) {
@@ -168,6 +171,40 @@ impl Classifier<'_> {
             }
         }
         None
+    }
+
+    /// The crate type a crate fn declares it returns (`-> Result<Self, E>`, `-> Option<Order>`,
+    /// `-> ModelResult<Self>`), when the call runs exactly one crate fn and only result adapters
+    /// follow it (`.await?`, `.map_err(..)`, `.ok_or(..)`): the local it is bound to holds that
+    /// type, and its methods are the crate's.
+    fn declared_result(&self, call: &Call, recv: &Class) -> Option<Class> {
+        if call
+            .steps
+            .iter()
+            .skip(1)
+            .any(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
+        {
+            return None;
+        }
+        let callees = self.resolve(call, recv);
+        let [id] = callees.as_slice() else {
+            return None;
+        };
+        let body = self.facts.body(*id);
+        let ty = body
+            .ret
+            .iter()
+            .map(|t| t.rsplit(':').next().unwrap_or(t))
+            .find(|t| !TYPE_WRAPPERS.contains(t) && *t != "Result" && !t.ends_with("Result"))?;
+        let ty = if ty == "Self" {
+            body.self_ty.as_deref()?
+        } else {
+            ty
+        };
+        self.facts
+            .structs
+            .contains_key(ty)
+            .then(|| Class::User(Name::new(ty)))
     }
 
     /// Fills a schedule effect's payload from its arguments.
