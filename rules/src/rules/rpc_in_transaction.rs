@@ -50,7 +50,12 @@ declare_rule! {
     /// A remote call is recognised from the client's type, the `.await`ed builder shape and the
     /// crate's own functions; a client behind a trait object implemented outside the crate is
     /// recognised only by its name (`gateway`, `client`, ..) or through the configuration's
-    /// `knowledge.remote-calls`.
+    /// `knowledge.remote-calls`. A transaction is a database's: a `Transaction` type from a
+    /// database crate, one written bare, an associated `Transaction` type, or the crate's own
+    /// type named for a database transaction or holding one in its fields; a Bitcoin or other
+    /// domain transaction (`bitcoin::Transaction`, a wallet's transaction record) is not, so a
+    /// crate that wraps its database transaction in a type with neither the name nor a field
+    /// that says so is not seen.
     pub(crate) static RULE = {
         name: "rpc-in-transaction",
         level: Error,
