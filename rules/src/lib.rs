@@ -53,7 +53,8 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) {
 #[derive(Debug, Clone)]
 pub struct LoweredFile {
     pub path: String,
-    parse_error: Option<Diagnostic>,
+    /// Boxed: a `Diagnostic` is about 250 bytes, and every file of the crate keeps this slot.
+    parse_error: Option<Box<Diagnostic>>,
     ir: ir::FileIr,
     suppressions: Vec<suppress::Suppression>,
     /// Line starts, to give diagnostics byte offsets once the text is gone.
@@ -157,7 +158,7 @@ impl Analyzer {
                 let suppressions = suppress::scan(text, &[]);
                 LoweredFile {
                     path: path.to_string(),
-                    parse_error: Some(d),
+                    parse_error: Some(Box::new(d)),
                     ir: ir::FileIr::default(),
                     suppressions,
                     lines: lines.into_lines(),
