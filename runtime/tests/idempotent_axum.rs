@@ -154,7 +154,14 @@ async fn missing_or_invalid_key_is_400() {
     let (router, state) = app();
     let (status, _, body) = send(&router, request(None, 5)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(body, "missing idempotency key");
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["status"], 400);
+    assert_eq!(problem["title"], "Idempotency-Key is missing");
+    assert_eq!(problem["detail"], "missing idempotency key");
+    assert_eq!(
+        problem["type"],
+        "urn:staleguard:problem:idempotency-key-missing"
+    );
     let (status, _, _) = send(&router, request(Some("has space"), 5)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(state.runs.load(Ordering::SeqCst), 0);
@@ -213,6 +220,49 @@ async fn duplicate_in_flight_is_409_with_retry_after() {
     assert_eq!(state.runs.load(Ordering::SeqCst), 1);
 }
 
+/// Every kind of error is an RFC 9457 problem with its own type, the status it is sent with,
+/// a title and the error's text as the detail.
+#[tokio::test]
+async fn idempotency_errors_are_problem_details() {
+    let errors = [
+        IdempotencyError::MissingKey,
+        IdempotencyError::InvalidKey {
+            reason: "too long".into(),
+        },
+        IdempotencyError::InProgress {
+            retry_after: std::time::Duration::from_secs(1),
+        },
+        IdempotencyError::Mismatch,
+        IdempotencyError::Fenced,
+        IdempotencyError::Codec {
+            reason: "no room".into(),
+        },
+    ];
+    let mut types = std::collections::HashSet::new();
+    for err in errors {
+        let (detail, code) = (err.to_string(), err.status());
+        let response = err.into_response();
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert_eq!(response.status().as_u16(), code);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["status"], code);
+        assert_eq!(problem["detail"], detail.as_str());
+        assert!(problem["title"].as_str().is_some_and(|t| !t.is_empty()));
+        let kind = problem["type"].as_str().unwrap().to_owned();
+        assert!(kind.starts_with("urn:staleguard:problem:"), "{kind}");
+        assert!(
+            types.insert(kind),
+            "each kind of error has its own problem type"
+        );
+    }
+}
+
 #[test]
 fn idempotency_errors_render_with_the_draft_codes() {
     let busy = IdempotencyError::InProgress {
@@ -221,6 +271,10 @@ fn idempotency_errors_render_with_the_draft_codes() {
     let response = busy.into_response();
     assert_eq!(response.status(), StatusCode::CONFLICT);
     assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "application/problem+json"
+    );
     assert_eq!(
         IdempotencyError::Mismatch.into_response().status(),
         StatusCode::UNPROCESSABLE_ENTITY

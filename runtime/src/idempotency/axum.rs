@@ -1,6 +1,7 @@
 //! The axum integration (feature `axum`): the `Idempotency-Key` header extractor and
 //! `IntoResponse` for [`IdempotencyError`] with the draft's status codes (400 missing or invalid
-//! key, 409 in progress with `Retry-After`, 422 key reused with a different payload).
+//! key, 409 in progress with `Retry-After`, 422 key reused with a different payload), as RFC 9457
+//! `application/problem+json` bodies, as the draft asks.
 
 use super::error::IdempotencyError;
 use super::key::{IdempotencyKey, KeySource};
@@ -61,16 +62,60 @@ impl KeySource for IdempotencyKeyHeader {
     }
 }
 
+/// The media type of an RFC 9457 problem details body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+impl IdempotencyError {
+    /// The RFC 9457 problem type (a stable URN per kind of error) and its title (the
+    /// Idempotency-Key draft's wording where it has one).
+    pub fn problem_type(&self) -> (&'static str, &'static str) {
+        match self {
+            IdempotencyError::MissingKey => (
+                "urn:staleguard:problem:idempotency-key-missing",
+                "Idempotency-Key is missing",
+            ),
+            IdempotencyError::InvalidKey { .. } => (
+                "urn:staleguard:problem:idempotency-key-invalid",
+                "Idempotency-Key is invalid",
+            ),
+            IdempotencyError::InProgress { .. } => (
+                "urn:staleguard:problem:idempotency-key-in-progress",
+                "A request is outstanding for this Idempotency-Key",
+            ),
+            IdempotencyError::Mismatch => (
+                "urn:staleguard:problem:idempotency-key-reused",
+                "Idempotency-Key is already used",
+            ),
+            IdempotencyError::Fenced => (
+                "urn:staleguard:problem:idempotency-key-taken-over",
+                "The request's claim on this Idempotency-Key was taken over",
+            ),
+            IdempotencyError::Store(_) => (
+                "urn:staleguard:problem:idempotency-store-unavailable",
+                "The idempotency store is unavailable",
+            ),
+            IdempotencyError::Codec { .. } => (
+                "urn:staleguard:problem:idempotency-response-unstorable",
+                "The response could not be stored or replayed",
+            ),
+        }
+    }
+}
+
 impl IntoResponse for IdempotencyError {
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (status, self.to_string()).into_response();
+        let (kind, title) = self.problem_type();
+        let body = serde_json::json!({
+            "type": kind,
+            "title": title,
+            "status": status.as_u16(),
+            "detail": self.to_string(),
+        });
+        let mut response = (status, body.to_string()).into_response();
         let headers = response.headers_mut();
-        headers.insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(secs) = self.retry_after_secs() {
             headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
