@@ -126,6 +126,15 @@ fn path_modules(path: &str) -> impl Iterator<Item = &str> {
         })
 }
 
+/// Does a path segment (`my-lib`, as written) name the module `module` (`my_lib`)?
+fn same_module(seg: &str, module: &str) -> bool {
+    seg.len() == module.len()
+        && seg
+            .bytes()
+            .zip(module.bytes())
+            .all(|(a, b)| a == b || a == b'-' && b == b'_')
+}
+
 impl<'a> Facts<'a> {
     /// Merges every file's facts; the per-file `use` tables are built on up to `threads`
     /// threads.
@@ -285,12 +294,23 @@ impl<'a> Facts<'a> {
     pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         for path in paths {
             for seg in path_modules(path) {
-                if !self.modules.contains(seg) {
-                    self.modules.insert(Name::new(&seg.replace('-', "_")));
+                let seg = if seg.contains('-') {
+                    std::borrow::Cow::Owned(seg.replace('-', "_"))
+                } else {
+                    std::borrow::Cow::Borrowed(seg)
+                };
+                if !self.modules.contains(seg.as_ref()) {
+                    self.modules.insert(Name::new(&seg));
                 }
             }
             self.paths.push(path);
         }
+    }
+
+    /// Is `seg`, a path's first segment, the crate's own: `crate`, `self`, `super` or one of
+    /// [`Facts::modules`]?
+    pub fn is_crate_module(&self, seg: &str) -> bool {
+        matches!(seg, "crate" | "self" | "super") || self.modules.contains(seg)
     }
 
     /// Free fns named by the module-qualified path `parts` (`operations::pipeline::get`): the
@@ -316,11 +336,9 @@ impl<'a> Facts<'a> {
             .iter()
             .copied()
             .filter(|id| {
-                self.paths.get(id.file as usize).is_some_and(|p| {
-                    path_modules(p).any(|seg| {
-                        seg == module.as_str() || seg.replace('-', "_") == module.as_str()
-                    })
-                })
+                self.paths
+                    .get(id.file as usize)
+                    .is_some_and(|p| path_modules(p).any(|seg| same_module(seg, module)))
             })
             .collect();
         if within.is_empty() {
@@ -338,9 +356,7 @@ impl<'a> Facts<'a> {
         let Some(head) = parts.first() else {
             return false;
         };
-        let local = |seg: &str| {
-            matches!(seg, "crate" | "self" | "super" | "Self") || self.modules.contains(seg)
-        };
+        let local = |seg: &str| seg == "Self" || self.is_crate_module(seg);
         match self.alias(file, head) {
             Some(full) => {
                 let first = full.as_str().split("::").next().unwrap_or_default();

@@ -112,7 +112,7 @@ pub fn classify_body(
                 } else if let Some(&last) = b.calls.last() {
                     let last = last as usize;
                     match &body.events[last].kind {
-                        EventKind::Call(c) => cx.result_class(c, &direct[last]),
+                        EventKind::Call(c) => cx.result_class(c, &direct[last], &callees[last]),
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {

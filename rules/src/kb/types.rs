@@ -249,8 +249,7 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
         // The crate's paths, and associated types of a type or generic parameter
         // (`Self::Transaction`, `C::Transaction`): library crates are lowercase.
         Some((head, _))
-            if matches!(head, "crate" | "self" | "super")
-                || facts.modules.contains(head)
+            if facts.is_crate_module(head)
                 || head.starts_with(|c: char| c.is_ascii_uppercase()) =>
         {
             own()
@@ -264,9 +263,7 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
 /// declares a struct for or implements as a trait.
 fn is_own_type(full: &str, name: &str, facts: &Facts) -> bool {
     match full.split_once("::") {
-        Some((head, _)) => {
-            matches!(head, "crate" | "self" | "super") || facts.modules.contains(head)
-        }
+        Some((head, _)) => facts.is_crate_module(head),
         None => facts.structs.contains_key(name) || facts.trait_impls.contains_key(name),
     }
 }

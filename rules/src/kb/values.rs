@@ -8,6 +8,7 @@ use crate::apis::{
     RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, TYPE_WRAPPERS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::facts::BodyId;
 use crate::ir::Call;
 use crate::name::Name;
 use crate::sql::{SqlInfo, SqlValue};
@@ -100,7 +101,12 @@ impl Classifier<'_> {
     }
 
     /// The class of a value bound from a call.
-    pub(super) fn result_class(&self, call: &Call, effs: &[Effect]) -> Option<Class> {
+    pub(super) fn result_class(
+        &self,
+        call: &Call,
+        effs: &[Effect],
+        callees: &[BodyId],
+    ) -> Option<Class> {
         for e in effs {
             match e.kind {
                 EffectKind::TxBegin => return Some(Class::DbTx),
@@ -158,7 +164,7 @@ impl Classifier<'_> {
                 _ => {}
             }
         }
-        if let Some(c) = self.declared_result(call, &recv) {
+        if let Some(c) = self.declared_result(call, callees) {
             return Some(c);
         }
         if call.func.len() >= 2 {
@@ -174,10 +180,11 @@ impl Classifier<'_> {
     }
 
     /// The crate type a crate fn declares it returns (`-> Result<Self, E>`, `-> Option<Order>`,
-    /// `-> ModelResult<Self>`), when the call runs exactly one crate fn and only result adapters
-    /// follow it (`.await?`, `.map_err(..)`, `.ok_or(..)`): the local it is bound to holds that
-    /// type, and its methods are the crate's.
-    fn declared_result(&self, call: &Call, recv: &Class) -> Option<Class> {
+    /// `-> ModelResult<Self>`), when the call runs exactly one crate fn (its `callees`, as
+    /// classification resolved them) and only result adapters follow it (`.await?`,
+    /// `.map_err(..)`, `.ok_or(..)`): the local it is bound to holds that type, and its methods
+    /// are the crate's.
+    fn declared_result(&self, call: &Call, callees: &[BodyId]) -> Option<Class> {
         if call
             .steps
             .iter()
@@ -186,8 +193,7 @@ impl Classifier<'_> {
         {
             return None;
         }
-        let callees = self.resolve(call, recv);
-        let [id] = callees.as_slice() else {
+        let [id] = callees else {
             return None;
         };
         let body = self.facts.body(*id);
