@@ -22,6 +22,10 @@ pub struct Unit {
     /// files.
     pub packages: Vec<PackageScope>,
     pub files: Vec<SourcePath>,
+    /// Why this workspace was walked as a plain directory: `cargo metadata` could not read it
+    /// (a toolchain that is not installed, a nightly-only `cargo-features` entry). Nothing is
+    /// compiled, so that does not stop the lint; the run says so.
+    pub fallback: Option<String>,
 }
 
 /// A member package with its own configuration.
@@ -131,6 +135,7 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
             config,
             packages: Vec::new(),
             files,
+            fallback: None,
         });
     }
     for e in &mut errors {
@@ -159,23 +164,40 @@ fn workspace(
         || "the current directory".to_string(),
         |m| m.display().to_string(),
     );
-    let metadata = cmd.exec().map_err(|err| {
-        let detail = match &err {
-            cargo_metadata::Error::CargoMetadata { stderr } => {
-                stderr.trim().trim_start_matches("error: ").to_string()
+    let metadata = match cmd.exec() {
+        Ok(metadata) => metadata,
+        Err(err) => {
+            let detail = match &err {
+                cargo_metadata::Error::CargoMetadata { stderr } => {
+                    stderr.trim().trim_start_matches("error: ").to_string()
+                }
+                other => other.to_string(),
+            };
+            // No build is needed: a manifest cargo cannot read still has its sources next to it.
+            if let Some(root) = manifest_dir(manifest) {
+                let why = format!(
+                    "cannot read the Cargo workspace of {shown} ({}); linting every `.rs` file under {} instead",
+                    root_cause(&detail),
+                    root.display()
+                );
+                return directory_unit(settings, root, why, errors);
             }
-            other => other.to_string(),
-        };
-        let message = format!("cannot read the Cargo workspace of {shown}: {detail}");
-        if manifest.is_some() && settings.manifest_path.is_none() && settings.targets.len() > 1 {
-            WorkspaceError::Input(InputError {
-                path: shown.clone(),
-                message,
-            })
-        } else {
-            WorkspaceError::Fatal(Fatal::Message(message))
+            let message = format!("cannot read the Cargo workspace of {shown}: {detail}");
+            return Err(
+                if manifest.is_some()
+                    && settings.manifest_path.is_none()
+                    && settings.targets.len() > 1
+                {
+                    WorkspaceError::Input(InputError {
+                        path: shown.clone(),
+                        message,
+                    })
+                } else {
+                    WorkspaceError::Fatal(Fatal::Message(message))
+                },
+            );
         }
-    })?;
+    };
     let root: PathBuf = metadata.workspace_root.clone().into();
     let root_manifest = root.join("Cargo.toml");
     let members = metadata.workspace_packages();
@@ -219,23 +241,7 @@ fn workspace(
         members.clone()
     };
 
-    let config = match &settings.config {
-        Some(explicit) => config::load(explicit, Section::Root)
-            .map_err(fatal)?
-            .unwrap_or_default(),
-        None => {
-            let file = root.join("staleguard.toml");
-            if file.is_file() {
-                config::load(&file, Section::Root)
-                    .map_err(fatal)?
-                    .unwrap_or_default()
-            } else {
-                config::load(&root_manifest, Section::WorkspaceMetadata)
-                    .map_err(fatal)?
-                    .unwrap_or_default()
-            }
-        }
-    };
+    let config = workspace_config(settings, &root)?;
     let exclude_base = config
         .source
         .as_ref()
@@ -283,6 +289,92 @@ fn workspace(
         config,
         packages,
         files,
+        fallback: None,
+    })
+}
+
+/// The workspace's configuration: `--config`, else `staleguard.toml` at the root, else the
+/// root manifest's `[workspace.metadata.staleguard]`.
+fn workspace_config(settings: &Settings, root: &Path) -> Result<Config, WorkspaceError> {
+    let file = match &settings.config {
+        Some(explicit) => {
+            return Ok(config::load(explicit, Section::Root)
+                .map_err(fatal)?
+                .unwrap_or_default());
+        }
+        None => root.join("staleguard.toml"),
+    };
+    let loaded = if file.is_file() {
+        config::load(&file, Section::Root)
+    } else {
+        config::load(&root.join("Cargo.toml"), Section::WorkspaceMetadata)
+    };
+    Ok(loaded.map_err(fatal)?.unwrap_or_default())
+}
+
+/// The innermost cause of a cargo error: the first line after its last `Caused by:` (cargo's
+/// first line is only "failed to parse manifest at ..").
+fn root_cause(detail: &str) -> &str {
+    let tail = detail.rsplit_once("Caused by:").map_or(detail, |(_, t)| t);
+    tail.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(detail)
+}
+
+/// The directory of the manifest `cargo metadata` was asked about (`--manifest-path`, else the
+/// nearest `Cargo.toml` above the working directory), when that manifest exists.
+fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    match manifest {
+        Some(m) => {
+            let m = cwd.join(m);
+            m.is_file()
+                .then(|| m.parent().map(Path::to_path_buf))
+                .flatten()
+        }
+        None => cwd
+            .ancestors()
+            .find(|dir| dir.join("Cargo.toml").is_file())
+            .map(Path::to_path_buf),
+    }
+}
+
+/// A workspace `cargo metadata` could not read, linted as the directory of its manifest: every
+/// `.rs` file under it (member packages included), `target/` and `.gitignore`d files skipped.
+fn directory_unit(
+    settings: &Settings,
+    root: PathBuf,
+    why: String,
+    errors: &mut Vec<InputError>,
+) -> Result<Unit, WorkspaceError> {
+    let config = workspace_config(settings, &root)?;
+    let exclude_base = config
+        .source
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.clone());
+    let exclude = Exclude::new(&exclude_base, &config.exclude);
+    let mut files = Vec::new();
+    let mut seen = HashSet::new();
+    let target_dir = root.join("target");
+    walk(
+        &root,
+        &root,
+        false,
+        Some(&target_dir),
+        &[&exclude],
+        &mut seen,
+        &mut files,
+        errors,
+    );
+    Ok(Unit {
+        root,
+        config,
+        packages: Vec::new(),
+        files,
+        fallback: Some(why),
     })
 }
 

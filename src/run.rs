@@ -66,6 +66,9 @@ fn check(settings: &Settings) -> u8 {
         }
         Err(Fatal::Message(message)) => return tool_error(&message),
     };
+    for why in units.iter().filter_map(|u| u.fallback.as_deref()) {
+        eprintln!("warning: {why}");
+    }
     let total: usize = units.iter().map(|u| u.files.len()).sum();
     if total == 0 {
         for e in &errors {

@@ -46,6 +46,10 @@ pub struct Sp {
 /// `Arc<dyn PaymentGateway + Send>` is `["Arc", "dyn PaymentGateway", "Send"]`.
 pub type TypeRef = Vec<Name>;
 
+/// The pseudo-field a diesel model's struct carries for its `#[diesel(table_name = ..)]` (its
+/// type is the table's name); no Rust field can be called so.
+pub const DIESEL_TABLE_FIELD: &str = "#diesel(table_name)";
+
 /// One lowered file.
 #[derive(Debug, Clone, Default)]
 pub struct FileIr {

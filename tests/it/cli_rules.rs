@@ -358,3 +358,48 @@ pub fn fn_lines(text: &str, name: &str) -> std::ops::RangeInclusive<u64> {
         .expect("function closes");
     (start as u64 + 1)..=(end as u64 + 1)
 }
+
+#[test]
+fn a_workspace_cargo_cannot_read_is_still_linted_with_a_warning() {
+    // A stable cargo refuses a nightly-only `cargo-features` entry: `cargo metadata` fails, but
+    // the sources are there and nothing needs building.
+    let p = hazard();
+    p.write(
+        "Cargo.toml",
+        "cargo-features = [\"profile-rustflags\"]\n\n[package]\nname = \"shop\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\nmembers = [\"tools\"]\n",
+    )
+    .write("tools/Cargo.toml", "[package]\nname = \"tools\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
+    .write("tools/src/lib.rs", CLEAN)
+    .write("target/debug/build/out.rs", "fn broken( {\n");
+    let run = p.run(&["--format", "json"]);
+    run.code(1);
+    assert!(
+        run.stderr
+            .contains("warning: cannot read the Cargo workspace")
+            && run.stderr.contains("profile-rustflags"),
+        "{}",
+        run.stderr
+    );
+    let json = run.json();
+    assert_eq!(rules(&json), ["check-before-lock"], "{json:#}");
+    assert_eq!(findings(&json)[0]["file"], "src/ship.rs");
+    // The member's files are linted too, and `target/` is not.
+    assert_eq!(json["summary"]["files"], 3, "{json:#}");
+
+    // With `--manifest-path` the fallback is that manifest's directory.
+    let elsewhere = Project::empty();
+    let manifest = p.path("Cargo.toml");
+    let run = elsewhere.run(&[
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--format",
+        "short",
+    ]);
+    run.code(1);
+    assert!(run.stdout.contains("src/ship.rs:"), "{}", run.stdout);
+
+    // A directory with no manifest at all is still an error.
+    let none = Project::empty();
+    none.write("notes.txt", "not a crate\n");
+    none.run(&[]).code(2);
+}

@@ -12,7 +12,7 @@ use crate::apis::{
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
-use crate::ir::LOCAL_VALUE;
+use crate::ir::{DIESEL_TABLE_FIELD, LOCAL_VALUE};
 use crate::name::Name;
 use crate::sql::{Advisory, SqlInfo, SqlKind, is_plain_key};
 
@@ -139,7 +139,7 @@ pub(super) fn classify(
             .args
             .first()
             .and_then(|a| a.paths.first())
-            .map(|p| diesel_table(cx, p));
+            .map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p)));
         let mut where_cols = diesel_filter_cols(call);
         for a in &call.steps[0].args {
             where_cols.extend(a.eq_cols().iter().cloned());
@@ -396,6 +396,17 @@ fn diesel_table(cx: &Classifier<'_>, path: &str) -> Name {
         Some(table) => table,
         None => table_of(path),
     }
+}
+
+/// The table of a diesel model value (`diesel::delete(&self)`, `diesel::update(&invite)`):
+/// the `#[diesel(table_name = ..)]` of its struct.
+fn model_table(cx: &Classifier<'_>, place: &str) -> Option<Name> {
+    let parts: Vec<Name> = place.split('.').map(Name::new).collect();
+    let Some(Class::User(ty)) = cx.place_class(&parts) else {
+        return None;
+    };
+    let table = cx.facts.field_type(&ty, DIESEL_TABLE_FIELD)?.first()?;
+    Some(normalize_table(table))
 }
 
 /// The table whose `dsl` module `local` stands for (`use crate::schema::invoice::dsl as

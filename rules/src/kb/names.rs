@@ -114,6 +114,8 @@ const TOKEN_WORDS: &[&str] = &[
     "coupon",
     "magic",
     "invite",
+    "invitation",
+    "challenge",
     "redeem",
     "redemption",
     "ticket",
@@ -129,6 +131,8 @@ pub fn is_token_name(name: &str) -> bool {
         || lower.contains("request_id")
         || lower.contains("requestid")
         || lower.contains("request-id")
+        || lower.contains("one_time")
+        || lower.contains("onetime")
     {
         return true;
     }

@@ -129,6 +129,9 @@ impl ItemLowerer<'_, '_> {
                         .unwrap_or_else(|| Name::display(&i));
                     fields.push((name, type_ref(&f.ty)));
                 }
+                if let Some(table) = diesel_table_name(&s.attrs) {
+                    fields.push((Name::new(crate::ir::DIESEL_TABLE_FIELD), vec![table]));
+                }
                 self.out
                     .facts
                     .structs
@@ -298,6 +301,43 @@ fn is_test(attrs: &[Attribute]) -> bool {
             return matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test");
         }
         apis::TEST_ATTRIBUTES.iter().any(|t| last.ident == t)
+    })
+}
+
+/// The table of a diesel model: `#[diesel(table_name = crate::schema::invites)]` (its last
+/// segment) or the older `#[table_name = "invites"]`.
+fn diesel_table_name(attrs: &[Attribute]) -> Option<Name> {
+    attrs.iter().find_map(|a| {
+        let last = a.path().segments.last_item()?;
+        match &a.meta {
+            syn::Meta::List(l) if last.ident == "diesel" => {
+                let mut tokens = l.tokens.clone().into_iter().peekable();
+                while let Some(t) = tokens.next() {
+                    if matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "table_name")
+                        && matches!(tokens.next(), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '=')
+                    {
+                        let mut table = None;
+                        for t in tokens.by_ref() {
+                            match t {
+                                proc_macro2::TokenTree::Ident(i) => table = Some(i.to_string()),
+                                proc_macro2::TokenTree::Punct(p) if p.as_char() == ',' => break,
+                                _ => {}
+                            }
+                        }
+                        return table.map(Name::from);
+                    }
+                }
+                None
+            }
+            syn::Meta::NameValue(nv) if last.ident == "table_name" => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(Name::from(s.value())),
+                _ => None,
+            },
+            _ => None,
+        }
     })
 }
 

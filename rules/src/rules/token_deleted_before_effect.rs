@@ -15,7 +15,10 @@ declare_rule! {
     ///
     /// Flags the deletion (or consumption) of an idempotency key or one-time token that happens
     /// before the side effect it guards, and the non-atomic form: the token is checked (`GET`,
-    /// `EXISTS`, `SELECT`) and deleted in separate steps around the effect.
+    /// `EXISTS`, `SELECT`) and deleted in separate steps around the effect. And the form a
+    /// transaction does not save: the token checked by a plain read (no `FOR UPDATE`), then
+    /// deleted with the deletion's result ignored (no rows-affected test, no `DELETE ..
+    /// RETURNING` demanding a row), and the effect made after it in the same transaction.
     ///
     /// ### Why is this bad?
     ///
@@ -76,6 +79,17 @@ fn is_delete(e: &Effect) -> bool {
 /// (a completion mark or the claim's release). A database write in the same transaction as the
 /// token's deletion rolls back with it, so it is not an effect that outlives a failure.
 fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Effect, token_at: u32) -> Option<&'a Effect> {
+    effect_at(cx, i, token, Some(token_at))
+}
+
+/// [`is_effect`]; with `rolled_back_with: None`, a write in the deletion's own transaction
+/// counts too (it is still an effect two duplicates both make).
+fn effect_at<'a>(
+    cx: &'a RuleCx<'_>,
+    i: u32,
+    token: &Effect,
+    rolled_back_with: Option<u32>,
+) -> Option<&'a Effect> {
     if cx.detached(i) {
         return None;
     }
@@ -90,7 +104,7 @@ fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Effect, token_at: u32) -> O
         EffectKind::Write if e.token && e.delete => false,
         EffectKind::Write => {
             let mark = e.token && query::same_state(e.table.as_deref(), token.table.as_deref());
-            !(mark || same_tx(token_at, i))
+            !(mark || rolled_back_with.is_some_and(|t| same_tx(t, i)))
         }
         _ => false,
     })
@@ -184,6 +198,37 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             );
             diag.notes.extend(cx.chain_notes(eff));
             out.push(diag);
+            continue;
+        }
+        // Checked, then consumed by a deletion whose result nobody looks at, and the effect
+        // follows in the deletion's own transaction: both duplicates pass the check, the second
+        // deletion removes nothing, and neither notices.
+        if let Some(c) = checked.filter(|&c| {
+            !query::tests_of(cx.body, c).is_empty()
+                && !cx.effs(c).any(|e| e.locking)
+                && !query::serializable(cx.body, c, d)
+        }) && !result_checked(cx, d)
+            && let Some((e, eff)) =
+                (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))
+        {
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token checked, then deleted without testing that the deletion removed it"
+                    .to_string(),
+            );
+            diag.primary_label = Some(format!("{}; its result is not tested", del.what));
+            diag.labels.push(cx.label(c, "token checked here"));
+            diag.labels
+                .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
+            diag.help = Some(
+                "make the deletion the check: test its rows affected (or `DELETE .. RETURNING` one row) and stop when it removed nothing, or lock the token row (`FOR UPDATE`) when reading it".to_string(),
+            );
+            diag.notes.push(
+                "two duplicates can both pass the check; the second deletion removes nothing and the effect runs twice".to_string(),
+            );
+            diag.notes.extend(cx.chain_notes(eff));
+            out.push(diag);
         }
     }
 }
@@ -253,7 +298,21 @@ fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<Name>>)
 /// are used, the token was checked before, or configuration says it is a token delete. A bare
 /// `DELETE FROM sessions ..` on logout guards nothing.
 fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
-    if !query::tests_of(cx.body, d).is_empty() || del.configured {
+    del.configured
+        || result_checked(cx, d)
+        || (0..d).any(|c| {
+            cx.effs(c).any(|e| {
+                e.kind == EffectKind::Read
+                    && e.token
+                    && query::same_state(e.table.as_deref(), del.table.as_deref())
+            })
+        })
+}
+
+/// Is the result of the deletion at `d` looked at: tested, one row demanded of it (`DELETE ..
+/// RETURNING` with `fetch_one`), or its value used by a later call?
+fn result_checked(cx: &RuleCx<'_>, d: u32) -> bool {
+    if !query::tests_of(cx.body, d).is_empty() {
         return true;
     }
     if let EventKind::Call(c) = &cx.body.events[d as usize].kind
@@ -264,21 +323,14 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
         return true;
     }
     let derived = query::derived(cx.body, d);
-    let used = cx.body.events[d as usize + 1..]
+    cx.body.events[d as usize + 1..]
         .iter()
         .any(|e| match &e.kind {
             EventKind::Call(c) => c
                 .all_args()
                 .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))),
             _ => false,
-        });
-    used || (0..d).any(|c| {
-        cx.effs(c).any(|e| {
-            e.kind == EffectKind::Read
-                && e.token
-                && query::same_state(e.table.as_deref(), del.table.as_deref())
         })
-    })
 }
 
 fn help() -> String {
