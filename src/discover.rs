@@ -1,5 +1,7 @@
 //! What to lint: workspaces found with `cargo metadata --no-deps` and plain paths, walked with
 //! `ignore` (honours `.gitignore`, skips `target/`), grouped into units that are checked together.
+//! A unit's files are its `.rs` sources and its schema files (`.sql` migrations, read for the
+//! tables' unique keys).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -466,13 +468,21 @@ fn walk(
         match entry {
             Ok(entry) => {
                 let is_file = entry.file_type().is_some_and(|t| t.is_file());
-                if is_file && entry.path().extension().is_some_and(|e| e == "rs") {
+                let rust = entry.path().extension().is_some_and(|e| e == "rs");
+                if is_file && (rust || is_schema_file(&entry)) {
                     push_file(entry.path(), root, seen, files);
                 }
             }
             Err(err) => errors.push(walk_error(err)),
         }
     }
+}
+
+/// A `.sql` file the analyzer reads for the tables' unique keys (migrations, `schema.sql`), not a
+/// data dump (over 1 MiB).
+fn is_schema_file(entry: &ignore::DirEntry) -> bool {
+    entry.path().extension().is_some_and(|e| e == "sql")
+        && entry.metadata().is_ok_and(|m| m.len() <= 1 << 20)
 }
 
 fn push_file(path: &Path, root: &Path, seen: &mut HashSet<PathBuf>, files: &mut Vec<SourcePath>) {

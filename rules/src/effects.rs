@@ -95,6 +95,10 @@ pub(crate) struct Effect {
     pub in_memory: bool,
     /// Creates a new row (`INSERT`) rather than changing one.
     pub insert: bool,
+    /// An insert that settles an existing row itself: `ON CONFLICT ..`, `ON DUPLICATE KEY ..`,
+    /// `INSERT OR REPLACE`, `REPLACE INTO`, `INSERT .. SELECT .. WHERE NOT EXISTS`, diesel's
+    /// `.on_conflict(..)`.
+    pub upsert: bool,
     /// A delete filtered without any key (`WHERE expires_at < now()`): a purge.
     pub purge: bool,
     /// The columns a write's filter compares (SQL and ORM filters). Shared, not copied, by
@@ -155,6 +159,7 @@ impl Effect {
             delete: false,
             in_memory: false,
             insert: false,
+            upsert: false,
             purge: false,
             where_cols: Arc::default(),
             sets: Arc::default(),

@@ -112,6 +112,8 @@ pub struct Facts<'a> {
     /// files (`-` read as `_`) and every inline `mod`. A path whose first segment is none of
     /// these (`sqlx::query`, `diesel::update`) names a library, not a crate fn.
     pub modules: FxHashSet<Name>,
+    /// Tables the schema files declare, and their unique keys (sorted columns).
+    pub schema: FxHashMap<Name, Vec<Box<[Name]>>>,
     /// Per file (in file order): its path, whose directories and stem name its modules.
     pub paths: Vec<&'a str>,
 }
@@ -139,6 +141,7 @@ impl<'a> Facts<'a> {
     /// Merges every file's facts; the per-file `use` tables are built on up to `threads`
     /// threads.
     pub fn collect(files: &[&'a FileIr]) -> Facts<'a> {
+        let mut renames: Vec<(Name, Name)> = Vec::new();
         let mut f = Facts {
             bodies: files.iter().map(|file| file.bodies.as_slice()).collect(),
             uses: files
@@ -159,6 +162,15 @@ impl<'a> Facts<'a> {
             }
             f.modules
                 .extend(file.facts.mods.iter().filter(|m| !m.1).map(|m| m.0.clone()));
+            if let Some(schema) = &file.facts.schema {
+                for t in &schema.tables {
+                    f.schema.entry(t.clone()).or_default();
+                }
+                for (t, cols) in &schema.unique {
+                    f.schema.entry(t.clone()).or_default().push(cols.clone());
+                }
+                renames.extend(schema.renames.iter().cloned());
+            }
             for (a, ty) in &file.facts.aliases {
                 f.aliases.insert(a.clone(), ty.clone());
             }
@@ -193,6 +205,23 @@ impl<'a> Facts<'a> {
                         }
                     }
                 }
+            }
+        }
+        // A renamed table keeps its keys, through chains of renames in any file order.
+        for _ in 0..renames.len() {
+            let mut moved = false;
+            for (old, new) in &renames {
+                let keys = f.schema.get(old).cloned().unwrap_or_default();
+                let into = f.schema.entry(new.clone()).or_default();
+                for k in keys {
+                    if !into.contains(&k) {
+                        into.push(k);
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                break;
             }
         }
         f
@@ -255,6 +284,18 @@ impl<'a> Facts<'a> {
     }
 
     /// The type of `ty.field`, following struct facts.
+    /// Can two rows of `table` agree on all of `cols`? `Some(true)` when the schema files
+    /// declare the table and none of its unique keys lies within `cols`, `Some(false)` when one
+    /// does, `None` when no schema file declares the table.
+    pub fn duplicates_allowed(&self, table: &str, cols: &[Name]) -> Option<bool> {
+        let keys = self.schema.get(table)?;
+        Some(
+            !keys
+                .iter()
+                .any(|key| key.iter().all(|k| cols.iter().any(|c| c == k))),
+        )
+    }
+
     pub fn field_type(&self, ty: &str, field: &str) -> Option<&TypeRef> {
         self.structs
             .get(ty)?
@@ -293,7 +334,13 @@ impl<'a> Facts<'a> {
     /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
     pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         for path in paths {
-            for seg in path_modules(path) {
+            // Schema files are no modules; their directories (`migrations/`) neither.
+            let segs = if path.ends_with(".sql") {
+                None
+            } else {
+                Some(path_modules(path))
+            };
+            for seg in segs.into_iter().flatten() {
                 let seg = if seg.contains('-') {
                     std::borrow::Cow::Owned(seg.replace('-', "_"))
                 } else {

@@ -100,6 +100,8 @@ pub struct FileFacts {
     /// Modules the paths do not show: inline ones (`mod x { .. }`, `false`) and ones declared
     /// as test code in their own file (`#[cfg(test)] mod tests;`, `true`).
     pub mods: Vec<(Name, bool)>,
+    /// The unique keys of a schema file (`.sql`); `None` for Rust files.
+    pub schema: Option<Box<crate::schema::Schema>>,
 }
 
 /// One function, method or trait default method.

@@ -28,6 +28,7 @@ mod parse;
 mod query;
 pub mod registry;
 mod rules;
+mod schema;
 mod small;
 mod sql;
 mod state_writes;
@@ -102,12 +103,28 @@ impl Analyzer {
     }
 
     /// Parses and lowers one file. Never fails: a file that does not parse yields a
-    /// `parse-error` diagnostic at check time.
+    /// `parse-error` diagnostic at check time. A path ending in `.sql` is a schema file: its
+    /// tables' unique keys become crate facts.
     ///
     /// Releases the calling thread's span data when done (`proc_macro2` keeps every parsed
     /// file's source map per thread otherwise); must not be called from inside a proc macro.
     pub fn lower(&self, path: &str, text: &str) -> LoweredFile {
         let lines = parse::LineIndex::new(text);
+        // A schema file (migrations, `schema.sql`) brings the tables' unique keys, no bodies; a
+        // `down` migration undoes the schema and says nothing of the live one.
+        if path.ends_with(".sql") {
+            let mut ir = ir::FileIr::default();
+            if !schema::is_down_migration(path) {
+                ir.facts.schema = Some(Box::new(schema::read(text)));
+            }
+            return LoweredFile {
+                path: path.to_string(),
+                parse_error: None,
+                ir,
+                suppressions: Vec::new(),
+                lines: lines.into_lines(),
+            };
+        }
         let result = match lower::parse_and_lower(text, &lines, &self.knowledge) {
             Ok(ir) => {
                 // Re-allocate the trace now that the token buffer is gone, so what is kept lives

@@ -58,6 +58,9 @@ pub struct SqlInfo {
     pub filtered: bool,
     /// `INSERT .. ON CONFLICT DO NOTHING` / `INSERT IGNORE`.
     pub on_conflict_nothing: bool,
+    /// An insert that settles a row already there: `ON CONFLICT`, `ON DUPLICATE KEY`, `INSERT
+    /// OR REPLACE | IGNORE`, `REPLACE INTO`, or `INSERT .. SELECT .. WHERE ..`.
+    pub upsert: bool,
     pub returning: bool,
     /// `.. ISOLATION LEVEL SERIALIZABLE` (in `BEGIN` or `SET TRANSACTION`).
     pub serializable: bool,
@@ -278,6 +281,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         cte_where_cols: Vec::new(),
         filtered: false,
         on_conflict_nothing: false,
+        upsert: false,
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
         advisory: toks.iter().find_map(|t| match t {
@@ -374,9 +378,23 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         if toks[i].is_kw("ignore") && i > 0 && toks[i - 1].is_kw("insert") {
             info.on_conflict_nothing = true;
         }
+        if toks[i].is_kw("conflict") && i > 0 && toks[i - 1].is_kw("on")
+            || toks[i].is_kw("duplicate") && toks.get(i + 1).is_some_and(|t| t.is_kw("key"))
+            || toks[i].is_kw("or")
+                && i > 0
+                && toks[i - 1].is_kw("insert")
+                && toks
+                    .get(i + 1)
+                    .is_some_and(|t| t.is_kw("replace") || t.is_kw("ignore"))
+            || toks[i].is_kw("replace") && toks.get(i + 1).is_some_and(|t| t.is_kw("into"))
+        {
+            info.upsert = true;
+        }
     }
     if info.kind == SqlKind::Insert {
         insert_values(toks, start, &mut info.assigns);
+        // `INSERT .. SELECT .. WHERE NOT EXISTS (..)`: the insert checks for the row itself.
+        info.upsert |= info.filtered;
     }
     // WHERE columns of the `WITH` queries before the verb.
     let mut i = 0;
@@ -678,6 +696,20 @@ mod tests {
                 .unwrap();
         assert_eq!(u.kind, SqlKind::Insert);
         assert!(!u.on_conflict_nothing);
+        for upsert in [
+            "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+            "INSERT INTO kv (k, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+            "INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)",
+            "REPLACE INTO kv (k, v) VALUES (?, ?)",
+            "INSERT INTO kv (k, v) SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM kv WHERE k = $1)",
+        ] {
+            assert!(classify(upsert).unwrap().upsert, "{upsert}");
+        }
+        assert!(
+            !classify("INSERT INTO kv (k, v) VALUES ($1, $2)")
+                .unwrap()
+                .upsert
+        );
     }
 
     #[test]

@@ -403,3 +403,75 @@ fn a_workspace_cargo_cannot_read_is_still_linted_with_a_warning() {
     none.write("notes.txt", "not a crate\n");
     none.run(&[]).code(2);
 }
+
+/// A lookup then an insert of the same key, with no lock.
+const CHECK_THEN_INSERT: &str = r#"//! Follows.
+
+pub async fn follow(db: &sqlx::PgPool, a: i64, b: i64) -> sqlx::Result<bool> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT id FROM follows WHERE follower = $1 AND followee = $2")
+        .bind(a)
+        .bind(b)
+        .fetch_optional(db)
+        .await?;
+    if found.is_some() {
+        return Ok(false);
+    }
+    sqlx::query("INSERT INTO follows (follower, followee) VALUES ($1, $2)")
+        .bind(a)
+        .bind(b)
+        .execute(db)
+        .await?;
+    Ok(true)
+}
+"#;
+
+#[test]
+fn schema_files_decide_whether_a_check_then_insert_can_duplicate() {
+    let p = Project::package("social");
+    p.write("src/lib.rs", CHECK_THEN_INSERT).write(
+        "migrations/0001_init.sql",
+        "CREATE TABLE follows (id BIGSERIAL PRIMARY KEY, follower BIGINT, followee BIGINT);\n",
+    );
+    let json = p.run(&["--format", "json"]).json();
+    assert_eq!(rules(&json), ["check-before-lock"], "{json:#}");
+    assert_eq!(json["summary"]["files"], 2, "{json:#}");
+
+    // A later migration adds the unique key: the second insert fails, nothing to report.
+    p.write(
+        "migrations/0002_once.sql",
+        "CREATE UNIQUE INDEX follows_once ON follows (follower, followee);\n",
+    );
+    let run = p.run(&["--format", "json"]);
+    run.code(0);
+    assert!(rules(&run.json()).is_empty());
+
+    // A down migration undoes the schema: what it declares is not the live schema.
+    std::fs::remove_file(p.path("migrations/0002_once.sql")).unwrap();
+    p.write(
+        "migrations/0002_once/down.sql",
+        "CREATE UNIQUE INDEX follows_once ON follows (follower, followee);\n",
+    );
+    assert_eq!(
+        rules(&p.run(&["--format", "json"]).json()),
+        ["check-before-lock"]
+    );
+
+    // A file over 1 MiB is a data dump, not read.
+    std::fs::remove_dir_all(p.path("migrations/0002_once")).unwrap();
+    let mut dump =
+        String::from("CREATE UNIQUE INDEX follows_once ON follows (follower, followee);\n");
+    while dump.len() <= 1 << 20 {
+        dump.push_str("INSERT INTO follows (follower, followee) VALUES (1, 2);\n");
+    }
+    p.write("migrations/0003_seed.sql", &dump);
+    assert_eq!(
+        rules(&p.run(&["--format", "json"]).json()),
+        ["check-before-lock"]
+    );
+
+    // With no schema file for the table, whether it has a unique key is unknown: silent.
+    std::fs::remove_dir_all(p.path("migrations")).unwrap();
+    let run = p.run(&["--format", "json"]);
+    run.code(0);
+    assert!(rules(&run.json()).is_empty());
+}

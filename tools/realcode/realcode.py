@@ -32,6 +32,8 @@ SLACK = 3  # lines a finding may sit outside a label's range and still match it
 # printed only when that half is asked for by name. `fresh` is the newest held-out set, labelled
 # before any rule change that is measured on it (it joins `heldout` once it has been studied).
 HALVES = ("tuning", "heldout", "fresh")
+# Written into an extracted tree once its `.sql` files (the schema the analyzer reads) are in.
+SCHEMA_MARKER = ".realcode-schema"
 
 
 def read_tsv(name):
@@ -58,17 +60,20 @@ def read_tsv(name):
 def checkout(repo, mirrors, work):
     """The repository's tree at its commit, extracted once into `work`."""
     dest = os.path.join(work, f"{repo['repo']}@{repo['commit'][:12]}")
-    if os.path.isdir(dest):
+    # Trees extracted before schema files were read lack their `.sql` files: add them once.
+    marker = os.path.join(dest, SCHEMA_MARKER)
+    if os.path.isdir(dest) and os.path.exists(marker):
         return dest
     git_dir = os.path.join(mirrors, repo["repo"], "repo")
     if not os.path.isdir(git_dir):
         print(f"  {repo['repo']}: no local clone at {git_dir} (fetch it first); skipped")
-        return None
+        return dest if os.path.isdir(dest) else None
     paths = [] if repo["paths"] == "." else repo["paths"].split()
-    tmp = dest + ".partial"
+    only_schema = os.path.isdir(dest)
+    tmp = dest if only_schema else dest + ".partial"
     os.makedirs(tmp, exist_ok=True)
-    # The Rust sources and manifests only, blob by blob: a snapshot may lack its large data
-    # files, and none of them is read.
+    # The Rust sources, manifests and schema files only, blob by blob: a snapshot may lack its
+    # large data files, and none of them is read.
     listing = subprocess.run(
         ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", repo["commit"], "--", *paths],
         stdout=subprocess.PIPE,
@@ -81,7 +86,9 @@ def checkout(repo, mirrors, work):
         meta, path = entry.split(b"\t", 1)
         mode, kind, oid = meta.split()
         name = path.decode("utf-8", "replace")
-        if kind == b"blob" and mode != b"120000" and (name.endswith(".rs") or os.path.basename(name) == "Cargo.toml"):
+        rust = name.endswith(".rs") or os.path.basename(name) == "Cargo.toml"
+        schema = name.endswith(".sql")
+        if kind == b"blob" and mode != b"120000" and (schema if only_schema else rust or schema):
             wanted.append((oid.decode(), name))
     cat = subprocess.Popen(
         ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
@@ -102,7 +109,10 @@ def checkout(repo, mirrors, work):
             f.write(data)
     cat.stdin.close()
     cat.wait()
-    os.rename(tmp, dest)
+    with open(os.path.join(tmp, SCHEMA_MARKER), "w") as f:
+        f.write("schema files extracted\n")
+    if not only_schema:
+        os.rename(tmp, dest)
     return dest
 
 

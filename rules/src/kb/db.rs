@@ -172,6 +172,11 @@ pub(super) fn classify(
         e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
         e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
+        e.upsert = flast.contains("replace")
+            || call
+                .steps
+                .iter()
+                .any(|s| s.name.starts_with("on_conflict") || s.name == "on_duplicate_key_update");
         e.token = table.as_deref().is_some_and(is_token_name);
         // `update(orders::table)` with no filter is the whole table; `update(orders.find(id))`,
         // `update(&order)` pick rows.
@@ -285,6 +290,8 @@ pub(super) fn classify(
             let mut e = Effect::new(kind, format!("writes `{entity}` with sea-orm"))
                 .with_table(Some(entity.clone()));
             e.insert = flast.starts_with("insert");
+            // `Entity::insert(m).on_conflict(OnConflict::column(..).update_column(..))`.
+            e.upsert = e.insert && runs(&["on_conflict"]);
             e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
             e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
             e.delete = flast.starts_with("delete");
@@ -514,6 +521,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
         && (!sql.filtered
             || !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c)));
     e.insert = sql.kind == SqlKind::Insert;
+    e.upsert = sql.upsert;
     e.where_cols = sql.where_cols.clone().into();
     e.token = sql.tables.iter().any(|t| is_token_name(t))
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));

@@ -8,7 +8,7 @@
 //! `db.rs`, `redis.rs` and `net.rs` know the libraries (their names are in [`crate::apis`]).
 
 mod configured;
-mod db;
+pub(crate) mod db;
 pub mod names;
 mod net;
 mod redis;

@@ -65,7 +65,8 @@ fn rs_files(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
     for p in sorted_entries(dir) {
         if p.is_dir() {
             rs_files(&p, base, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
+        } else if p.extension().is_some_and(|e| e == "rs" || e == "sql") {
+            // A folder case's `.sql` files are its schema (migrations), as the CLI passes them.
             let rel = p
                 .strip_prefix(base)
                 .expect("under base")

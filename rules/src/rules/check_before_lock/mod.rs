@@ -1,11 +1,13 @@
 //! `check-before-lock`: state read and tested before the lock / transaction / row lock, then
-//! written under it without a re-read (TOCTOU). Three shapes, one file each: a read before the
+//! written under it without a re-read (TOCTOU). Four shapes, one file each: a read before the
 //! lock or transaction (`under_lock.rs`), a plain `SELECT` inside the transaction then an
-//! unguarded `UPDATE` of the same row (`in_transaction.rs`), and the read-modify-write with no
-//! lock at all (`without_lock.rs`). This file holds the declaration, the writes each shape
+//! unguarded `UPDATE` of the same row (`in_transaction.rs`), the read-modify-write with no
+//! lock at all (`without_lock.rs`), and the lookup then insert with no unique key in the schema
+//! (`check_then_insert.rs`). This file holds the declaration, the writes each shape
 //! judges, and what the shapes share: does a check look at the read, and does it decide the
 //! write.
 
+mod check_then_insert;
 mod in_transaction;
 mod under_lock;
 mod without_lock;
@@ -26,7 +28,11 @@ declare_rule! {
     /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
     /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
     /// added: one row read with no lock and no transaction, a value of it tested, and the row
-    /// written back by key with a value computed from the read (a lost update).
+    /// written back by key with a value computed from the read (a lost update). And the
+    /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
+    /// insert of a row with those columns, with no lock over the two, when the project's schema
+    /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within
+    /// those columns: two requests both find nothing and both insert.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. One stale read is reported once, at its first write.
@@ -91,7 +97,11 @@ declare_rule! {
     /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it. A method of the crate
     /// called on the write guard (`holder.write().await.advance_from(stage)`) counts as the
     /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
-    /// analysis does not prove that its test is the same condition.
+    /// analysis does not prove that its test is the same condition. The check-then-insert is
+    /// reported only for tables a `.sql` file declares (`CREATE TABLE`, `CREATE UNIQUE INDEX`,
+    /// `ALTER TABLE .. ADD UNIQUE`; `down` migrations are left out): keys declared in Rust
+    /// migration code (sea-orm, refinery's Rust migrations) or dropped by a later migration are
+    /// not seen.
     pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
@@ -176,6 +186,11 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         };
         if let Verdict::Stale(d) = verdict {
             out.push(*d);
+        }
+    }
+    for w in 0..cx.body.events.len() as u32 {
+        if let Some(d) = check_then_insert::judge(cx, w, &mut reported) {
+            out.push(d);
         }
     }
 }
