@@ -109,7 +109,6 @@ impl Analyzer {
     /// Releases the calling thread's span data when done (`proc_macro2` keeps every parsed
     /// file's source map per thread otherwise); must not be called from inside a proc macro.
     pub fn lower(&self, path: &str, text: &str) -> LoweredFile {
-        let lines = parse::LineIndex::new(text);
         // A schema file (migrations, `schema.sql`) brings the tables' unique keys, no bodies; a
         // `down` migration undoes the schema and says nothing of the live one.
         if path.ends_with(".sql") {
@@ -117,14 +116,16 @@ impl Analyzer {
             if !schema::is_down_migration(path) {
                 ir.facts.schema = Some(Box::new(schema::read(text)));
             }
+            // No diagnostic points into a schema file: its line table is not kept.
             return LoweredFile {
                 path: path.to_string(),
                 parse_error: None,
                 ir,
                 suppressions: Vec::new(),
-                lines: lines.into_lines(),
+                lines: parse::LineIndex::new("").into_lines(),
             };
         }
+        let lines = parse::LineIndex::new(text);
         let result = match lower::parse_and_lower(text, &lines, &self.knowledge) {
             Ok(ir) => {
                 // Re-allocate the trace now that the token buffer is gone, so what is kept lives

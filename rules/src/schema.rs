@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(keys(sql), ["account(email)", "task(id)", "task(slug)"]);
         assert_eq!(
             read("ALTER TABLE IF EXISTS old_batches RENAME TO l1_batches;").renames,
-            [(Name::from("old_batche"), Name::from("l1_batche"))]
+            [(Name::from("old_batch"), Name::from("l1_batch"))]
         );
         assert_eq!(read(sql).tables, [Name::from("task"), Name::from("repost")]);
     }
