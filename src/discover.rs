@@ -244,13 +244,7 @@ fn workspace(
     };
 
     let config = workspace_config(settings, &root)?;
-    let exclude_base = config
-        .source
-        .as_ref()
-        .and_then(|p| p.parent())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.clone());
-    let ws_exclude = Exclude::new(&exclude_base, &config.exclude);
+    let ws_exclude = workspace_exclude(&config, &root);
     let target_dir: PathBuf = metadata.target_directory.clone().into();
 
     let mut packages = Vec::new();
@@ -324,6 +318,17 @@ fn root_cause(detail: &str) -> &str {
         .unwrap_or(detail)
 }
 
+/// The workspace configuration's exclude globs, anchored at the file that set them (the
+/// workspace root when none did).
+fn workspace_exclude(config: &Config, root: &Path) -> Exclude {
+    let base = config
+        .source
+        .as_ref()
+        .and_then(|p| p.parent())
+        .unwrap_or(root);
+    Exclude::new(base, &config.exclude)
+}
+
 /// The directory of the manifest `cargo metadata` was asked about (`--manifest-path`, else the
 /// nearest `Cargo.toml` above the working directory), when that manifest exists.
 fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
@@ -351,13 +356,7 @@ fn directory_unit(
     errors: &mut Vec<InputError>,
 ) -> Result<Unit, WorkspaceError> {
     let config = workspace_config(settings, &root)?;
-    let exclude_base = config
-        .source
-        .as_ref()
-        .and_then(|p| p.parent())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.clone());
-    let exclude = Exclude::new(&exclude_base, &config.exclude);
+    let exclude = workspace_exclude(&config, &root);
     let mut files = Vec::new();
     let mut seen = HashSet::new();
     let target_dir = root.join("target");
