@@ -46,6 +46,13 @@ pub struct SourcePath {
     pub rel: String,
 }
 
+impl SourcePath {
+    /// A schema file (`.sql`), read for the tables' unique keys, not linted.
+    pub fn is_schema(&self) -> bool {
+        self.rel.ends_with(".sql")
+    }
+}
+
 /// A path that could not be linted; the run goes on without it.
 #[derive(Debug, Clone)]
 pub struct InputError {
@@ -176,9 +183,9 @@ fn workspace(
                 other => other.to_string(),
             };
             // No build is needed: a manifest cargo cannot read still has its sources next to it.
-            if let Some(root) = manifest_dir(manifest) {
+            if let Some(root) = manifest_dir(manifest).filter(|_| settings.packages.is_empty()) {
                 let why = format!(
-                    "cannot read the Cargo workspace of {shown} ({}); linting every `.rs` file under {} instead",
+                    "cannot read the Cargo workspace of {shown} ({}); linting every `.rs` (and reading every `.sql`) file under {} instead",
                     root_cause(&detail),
                     root.display()
                 );
@@ -330,7 +337,8 @@ fn workspace_exclude(config: &Config, root: &Path) -> Exclude {
 }
 
 /// The directory of the manifest `cargo metadata` was asked about (`--manifest-path`, else the
-/// nearest `Cargo.toml` above the working directory), when that manifest exists.
+/// nearest `Cargo.toml` above the working directory, or the `[workspace]` one above it, as cargo
+/// would find it), when that manifest exists.
 fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
     let cwd = std::env::current_dir().ok()?;
     match manifest {
@@ -340,10 +348,21 @@ fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
                 .then(|| m.parent().map(Path::to_path_buf))
                 .flatten()
         }
-        None => cwd
-            .ancestors()
-            .find(|dir| dir.join("Cargo.toml").is_file())
-            .map(Path::to_path_buf),
+        None => {
+            let mut manifests = cwd
+                .ancestors()
+                .filter(|dir| dir.join("Cargo.toml").is_file());
+            let nearest = manifests.next()?;
+            let declares_workspace = |dir: &Path| {
+                std::fs::read_to_string(dir.join("Cargo.toml"))
+                    .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
+            };
+            if declares_workspace(nearest) {
+                return Some(nearest.to_path_buf());
+            }
+            let root = manifests.find(|d| declares_workspace(d)).unwrap_or(nearest);
+            Some(root.to_path_buf())
+        }
     }
 }
 

@@ -69,7 +69,10 @@ fn check(settings: &Settings) -> u8 {
     for why in units.iter().filter_map(|u| u.fallback.as_deref()) {
         eprintln!("warning: {why}");
     }
-    let total: usize = units.iter().map(|u| u.files.len()).sum();
+    let total: usize = units
+        .iter()
+        .map(|u| u.files.iter().filter(|f| !f.is_schema()).count())
+        .sum();
     if total == 0 {
         for e in &errors {
             eprintln!("error: {}: {}", e.path, e.message);

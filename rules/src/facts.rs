@@ -211,8 +211,14 @@ impl<'a> Facts<'a> {
         for _ in 0..renames.len() {
             let mut moved = false;
             for (old, new) in &renames {
-                let keys = f.schema.get(old).cloned().unwrap_or_default();
-                let into = f.schema.entry(new.clone()).or_default();
+                // Only a table some file declares passes its keys on.
+                let Some(keys) = f.schema.get(old).cloned() else {
+                    continue;
+                };
+                let into = f.schema.entry(new.clone()).or_insert_with(|| {
+                    moved = true;
+                    Vec::new()
+                });
                 for k in keys {
                     if !into.contains(&k) {
                         into.push(k);
@@ -283,7 +289,6 @@ impl<'a> Facts<'a> {
         })
     }
 
-    /// The type of `ty.field`, following struct facts.
     /// Can two rows of `table` agree on all of `cols`? `Some(true)` when the schema files
     /// declare the table and none of its unique keys lies within `cols`, `Some(false)` when one
     /// does, `None` when no schema file declares the table.
@@ -296,6 +301,7 @@ impl<'a> Facts<'a> {
         )
     }
 
+    /// The type of `ty.field`, following struct facts.
     pub fn field_type(&self, ty: &str, field: &str) -> Option<&TypeRef> {
         self.structs
             .get(ty)?

@@ -11,7 +11,7 @@ use sqlparser::tokenizer::{Token, Tokenizer};
 /// What one schema file declares: the tables it creates or alters, and their unique keys.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schema {
-    /// Tables created or altered (normalised like every table name: `orders` → `order`).
+    /// Tables created (normalised like every table name: `orders` → `order`).
     pub tables: Vec<Name>,
     /// A table and the columns of one of its unique keys (a primary key is one).
     pub unique: Vec<(Name, Box<[Name]>)>,
@@ -36,19 +36,36 @@ impl T {
     }
 }
 
-/// A migration that undoes another: `down.sql`, `0001_x.down.sql`, `0001_x_down.sql`.
+/// A migration that undoes another: diesel's `down.sql`, sqlx's and golang-migrate's
+/// `0001_x.down.sql`.
 pub fn is_down_migration(path: &str) -> bool {
     let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
     let stem = file.strip_suffix(".sql").unwrap_or(file);
-    stem == "down" || stem.ends_with(".down") || stem.ends_with("_down")
+    stem == "down" || stem.ends_with(".down")
 }
 
-/// Reads a schema file. Text the tokenizer rejects declares nothing.
+/// Reads a schema file. When the tokenizer rejects the text (another dialect's string escapes,
+/// say), each `;`-separated piece is read on its own, so one odd statement loses only itself.
 pub fn read(text: &str) -> Schema {
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, text).tokenize() else {
-        return Schema::default();
-    };
-    let toks: Vec<T> = tokens
+    let mut out = Schema::default();
+    match tokens(text) {
+        Some(toks) => statements(&toks, &mut out),
+        None => {
+            for piece in text.split(';') {
+                if let Some(toks) = tokens(piece) {
+                    statements(&toks, &mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn tokens(text: &str) -> Option<Vec<T>> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, text)
+        .tokenize()
+        .ok()?;
+    let toks = tokens
         .into_iter()
         .filter_map(|t| match t {
             Token::Whitespace(_) => None,
@@ -61,17 +78,19 @@ pub fn read(text: &str) -> Schema {
             _ => Some(T::Other),
         })
         .collect();
-    let mut out = Schema::default();
+    Some(toks)
+}
+
+fn statements(toks: &[T], out: &mut Schema) {
     let mut i = 0;
     while i < toks.len() {
         let end = toks[i..]
             .iter()
             .position(|t| *t == T::Semi)
             .map_or(toks.len(), |p| i + p);
-        statement(&toks[i..end], &mut out);
+        statement(&toks[i..end], out);
         i = end + 1;
     }
-    out
 }
 
 fn statement(s: &[T], out: &mut Schema) {
@@ -131,12 +150,12 @@ fn statement(s: &[T], out: &mut Schema) {
         let Some((table, next)) = name_at(s, i) else {
             return;
         };
-        out.tables.push(table.clone());
+        // Altering declares no table: one created elsewhere (Rust migration code, a file not
+        // read) keeps its unknown keys.
         if s.get(next).is_some_and(|t| t.is("rename"))
             && s.get(next + 1).is_some_and(|t| t.is("to"))
             && let Some((new, _)) = name_at(s, next + 2)
         {
-            out.tables.push(new.clone());
             out.renames.push((table, new));
             return;
         }
@@ -202,7 +221,6 @@ fn table_element(table: &Name, e: &[T], out: &mut Schema) {
                 push_key(out, table, vec![Name::from(column.as_str())]);
                 return;
             }
-            _ if depth == 0 && t.is("references") => return,
             _ => {}
         }
     }
@@ -253,8 +271,13 @@ fn elements(s: &[T]) -> Vec<&[T]> {
 fn columns(s: &[T]) -> Vec<Name> {
     let mut cols = Vec::new();
     for e in elements(s) {
+        // A word before `(` is a function (`lower(email)`), unless a length follows (MySQL's
+        // prefix index `email(191)`).
         let word = e.iter().enumerate().find_map(|(i, t)| match t {
-            T::Word(w) if e.get(i + 1) != Some(&T::Open) && !KEY_NOISE.contains(&w.as_str()) => {
+            T::Word(w)
+                if !KEY_NOISE.contains(&w.as_str())
+                    && (e.get(i + 1) != Some(&T::Open) || e.get(i + 2) == Some(&T::Other)) =>
+            {
                 Some(w)
             }
             _ => None,
@@ -300,6 +323,7 @@ mod tests {
             id BIGSERIAL PRIMARY KEY,
             email TEXT NOT NULL UNIQUE,
             org_id BIGINT REFERENCES orgs (id),
+            owner_id BIGINT REFERENCES users (id) ON DELETE CASCADE UNIQUE,
             name TEXT DEFAULT lower('x'),
             CONSTRAINT users_org_name UNIQUE (org_id, name),
             CHECK (length(name) > 0)
@@ -310,6 +334,7 @@ mod tests {
             [
                 "user(id)",
                 "user(email)",
+                "user(owner_id)",
                 "user(name,org_id)",
                 "like(post_id,user_id)"
             ]
@@ -328,14 +353,22 @@ mod tests {
             read("ALTER TABLE IF EXISTS old_batches RENAME TO l1_batches;").renames,
             [(Name::from("old_batch"), Name::from("l1_batch"))]
         );
-        assert_eq!(read(sql).tables, [Name::from("task"), Name::from("repost")]);
+        // Altering a table declares none (its keys may be declared elsewhere).
+        assert!(read(sql).tables.is_empty());
+    }
+
+    #[test]
+    fn prefix_indexes_name_their_column() {
+        let sql = "CREATE TABLE u (id INT, email VARCHAR(255), UNIQUE KEY uk (email(191)))";
+        assert_eq!(keys(sql), ["u(email)"]);
     }
 
     #[test]
     fn down_migrations_are_told_apart() {
         assert!(is_down_migration("migrations/2024-01-01_init/down.sql"));
         assert!(is_down_migration("migrations/0002_tags.down.sql"));
-        assert!(is_down_migration("db\\0003_x_down.sql"));
+        assert!(is_down_migration("db\\0003_x.down.sql"));
+        assert!(!is_down_migration("migrations/0007_shut_down.sql"));
         assert!(!is_down_migration("migrations/0002_tags.up.sql"));
         assert!(!is_down_migration("migrations/0004_countdown.sql"));
     }
@@ -346,6 +379,9 @@ mod tests {
             read("INSERT INTO users (id) VALUES (1); SELECT 'unterminated"),
             Schema::default()
         );
+        // A statement the tokenizer rejects loses only itself.
+        let odd = "CREATE TABLE a (id INT PRIMARY KEY); INSERT INTO a VALUES ('unterminated";
+        assert_eq!(keys(odd), ["a(id)"]);
         assert!(read("-- nothing\n").unique.is_empty());
     }
 }

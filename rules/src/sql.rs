@@ -393,8 +393,12 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
     }
     if info.kind == SqlKind::Insert {
         insert_values(toks, start, &mut info.assigns);
-        // `INSERT .. SELECT .. WHERE NOT EXISTS (..)`: the insert checks for the row itself.
-        info.upsert |= info.filtered;
+        // `INSERT .. SELECT .. WHERE NOT EXISTS (..)` (or `NOT IN`, `EXCEPT`): the insert
+        // checks for the row itself.
+        info.upsert |= toks[start..]
+            .windows(2)
+            .any(|w| w[0].is_kw("not") && (w[1].is_kw("exists") || w[1].is_kw("in")))
+            || toks[start..].iter().any(|t| t.is_kw("except"));
     }
     // WHERE columns of the `WITH` queries before the verb.
     let mut i = 0;
@@ -710,6 +714,9 @@ mod tests {
                 .unwrap()
                 .upsert
         );
+        let filtered =
+            "INSERT INTO members (user_id, team_id) SELECT $1, id FROM teams WHERE id = $2";
+        assert!(!classify(filtered).unwrap().upsert);
     }
 
     #[test]

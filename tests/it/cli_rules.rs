@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::schema;
-use crate::support::{CLEAN, Project};
+use crate::support::{CLEAN, Project, Run, bin};
 
 /// A workspace with one check-before-lock hazard in `src/ship.rs`.
 fn hazard() -> Project {
@@ -361,12 +361,12 @@ pub fn fn_lines(text: &str, name: &str) -> std::ops::RangeInclusive<u64> {
 
 #[test]
 fn a_workspace_cargo_cannot_read_is_still_linted_with_a_warning() {
-    // A stable cargo refuses a nightly-only `cargo-features` entry: `cargo metadata` fails, but
-    // the sources are there and nothing needs building.
+    // A `cargo-features` entry this cargo does not know (as a stable cargo meets a nightly-only
+    // one): `cargo metadata` fails, but the sources are there and nothing needs building.
     let p = hazard();
     p.write(
         "Cargo.toml",
-        "cargo-features = [\"profile-rustflags\"]\n\n[package]\nname = \"shop\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\nmembers = [\"tools\"]\n",
+        "cargo-features = [\"staleguard-test-unknown\"]\n\n[package]\nname = \"shop\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\nmembers = [\"tools\"]\n",
     )
     .write("tools/Cargo.toml", "[package]\nname = \"tools\"\nversion = \"0.1.0\"\nedition = \"2021\"\n")
     .write("tools/src/lib.rs", CLEAN)
@@ -376,7 +376,7 @@ fn a_workspace_cargo_cannot_read_is_still_linted_with_a_warning() {
     assert!(
         run.stderr
             .contains("warning: cannot read the Cargo workspace")
-            && run.stderr.contains("profile-rustflags"),
+            && run.stderr.contains("staleguard-test-unknown"),
         "{}",
         run.stderr
     );
@@ -397,6 +397,23 @@ fn a_workspace_cargo_cannot_read_is_still_linted_with_a_warning() {
     ]);
     run.code(1);
     assert!(run.stdout.contains("src/ship.rs:"), "{}", run.stdout);
+
+    // Run from the member's directory, the fallback is the workspace's root.
+    let run = Run::of(
+        bin()
+            .current_dir(p.path("tools"))
+            .args(["--format", "json"]),
+    );
+    assert_eq!(run.json()["summary"]["files"], 3, "{}", run.stdout);
+
+    // Packages cannot be told apart without cargo: `-p` is an error that says why.
+    let run = p.run(&["-p", "tools"]);
+    run.code(2);
+    assert!(
+        run.stderr.contains("cannot read the Cargo workspace"),
+        "{}",
+        run.stderr
+    );
 
     // A directory with no manifest at all is still an error.
     let none = Project::empty();
@@ -434,7 +451,10 @@ fn schema_files_decide_whether_a_check_then_insert_can_duplicate() {
     );
     let json = p.run(&["--format", "json"]).json();
     assert_eq!(rules(&json), ["check-before-lock"], "{json:#}");
-    assert_eq!(json["summary"]["files"], 2, "{json:#}");
+    assert_eq!(
+        json["summary"]["files"], 1,
+        "schema files are read, not counted as linted"
+    );
 
     // A later migration adds the unique key: the second insert fails, nothing to report.
     p.write(
@@ -467,6 +487,21 @@ fn schema_files_decide_whether_a_check_then_insert_can_duplicate() {
     assert_eq!(
         rules(&p.run(&["--format", "json"]).json()),
         ["check-before-lock"]
+    );
+
+    // A schema file that is not UTF-8 (a Latin-1 export) is read as far as it goes, and is no
+    // error of the run.
+    p.write_bytes(
+        "migrations/0004_export.sql",
+        b"-- caf\xe9\nINSERT INTO follows VALUES (1, 2, 3);\n",
+    );
+    let run = p.run(&["--format", "json"]);
+    run.code(1);
+    assert_eq!(rules(&run.json()), ["check-before-lock"]);
+    assert_eq!(
+        run.json()["summary"]["files"],
+        1,
+        "schema files are not counted as linted"
     );
 
     // With no schema file for the table, whether it has a unique key is unknown: silent.

@@ -453,6 +453,21 @@ impl<'a> RuleCx<'a> {
         self.effects.find(i, kind)
     }
 
+    /// Do the events `r` and `w` both run in one `SERIALIZABLE` transaction (set anywhere from
+    /// its `BEGIN` on)? Conflicting transactions then abort instead of racing. A read before the
+    /// transaction is not covered by it.
+    pub fn serializable_together(&self, r: u32, w: u32) -> bool {
+        let Some(tx) = self.state(w).txs.last() else {
+            return false;
+        };
+        let from = if tx.event == query::TX_PARAM {
+            0
+        } else {
+            tx.event
+        };
+        self.state(r).txs.contains(tx) && query::serializable(self.body, from, w)
+    }
+
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end
     /// of the innermost diverging branch around `i`, or the end of the body.
     pub fn reach_end(&self, i: u32) -> u32 {

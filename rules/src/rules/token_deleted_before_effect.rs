@@ -206,7 +206,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if let Some(c) = checked.filter(|&c| {
             !query::tests_of(cx.body, c).is_empty()
                 && !cx.effs(c).any(|e| e.locking)
-                && !query::serializable(cx.body, c, d)
+                && !cx.serializable_together(c, d)
         }) && !result_checked(cx, d)
             && let Some((e, eff)) =
                 (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))

@@ -99,9 +99,12 @@ declare_rule! {
     /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
     /// analysis does not prove that its test is the same condition. The check-then-insert is
     /// reported only for tables a `.sql` file declares (`CREATE TABLE`, `CREATE UNIQUE INDEX`,
-    /// `ALTER TABLE .. ADD UNIQUE`; `down` migrations are left out): keys declared in Rust
-    /// migration code (sea-orm, refinery's Rust migrations) or dropped by a later migration are
-    /// not seen.
+    /// `ALTER TABLE .. ADD UNIQUE`; `down` migrations are left out; a table only altered there
+    /// counts as not declared): keys declared in Rust migration code (sea-orm, refinery's Rust
+    /// migrations) or dropped by a later migration are not seen, and a partial unique index
+    /// counts as a full key. Whether the insert runs where the lookup found nothing or where it
+    /// found a row (`is_none()` against `is_some()`) is not told apart; a test against a limit
+    /// (`count >= 10`) is not taken for an existence test.
     pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
