@@ -132,6 +132,7 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
                 &path,
                 &cwd,
                 false,
+                false,
                 None,
                 &[&exclude],
                 &mut seen,
@@ -273,6 +274,7 @@ fn workspace(
             &dir,
             &root,
             true,
+            false,
             Some(&target_dir),
             &excludes,
             &mut seen,
@@ -287,6 +289,20 @@ fn workspace(
             packages.push(PackageScope { prefix, config: c });
         }
     }
+    // Schema files outside every selected package (a virtual workspace's `migrations/`) describe
+    // the same database. What the walk cannot read was reported by the package walks, or is
+    // outside every package (not linted).
+    walk(
+        &root,
+        &root,
+        false,
+        true,
+        Some(&target_dir),
+        &[&ws_exclude],
+        &mut seen,
+        &mut files,
+        &mut Vec::new(),
+    );
     Ok(Unit {
         root,
         config,
@@ -383,6 +399,7 @@ fn directory_unit(
         &root,
         &root,
         false,
+        false,
         Some(&target_dir),
         &[&exclude],
         &mut seen,
@@ -441,13 +458,15 @@ impl Exclude {
     }
 }
 
-/// Walks `start` (a file or directory) for `.rs` files. In a package walk, directories holding
-/// their own `Cargo.toml` (other packages) and the target directory are skipped.
+/// Walks `start` (a file or directory) for `.rs` files and `.sql` schema files (with
+/// `only_schema`, those alone). In a package walk, directories holding their own `Cargo.toml`
+/// (other packages) and the target directory are skipped.
 #[allow(clippy::too_many_arguments)]
 fn walk(
     start: &Path,
     root: &Path,
     package_walk: bool,
+    only_schema: bool,
     target_dir: Option<&Path>,
     excludes: &[&Exclude],
     seen: &mut HashSet<PathBuf>,
@@ -486,7 +505,7 @@ fn walk(
         match entry {
             Ok(entry) => {
                 let is_file = entry.file_type().is_some_and(|t| t.is_file());
-                let rust = entry.path().extension().is_some_and(|e| e == "rs");
+                let rust = !only_schema && entry.path().extension().is_some_and(|e| e == "rs");
                 if is_file && (rust || is_schema_file(&entry)) {
                     push_file(entry.path(), root, seen, files);
                 }

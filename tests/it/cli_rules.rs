@@ -510,3 +510,24 @@ fn schema_files_decide_whether_a_check_then_insert_can_duplicate() {
     run.code(0);
     assert!(rules(&run.json()).is_empty());
 }
+
+#[test]
+fn a_virtual_workspaces_root_migrations_are_read() {
+    let p = Project::empty();
+    p.write(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"api\"]\nresolver = \"2\"\n",
+    )
+    .write(
+        "api/Cargo.toml",
+        "[package]\nname = \"api\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .write("api/src/lib.rs", CHECK_THEN_INSERT)
+    .write(
+        "migrations/0001_init/up.sql",
+        "CREATE TABLE follows (id BIGSERIAL PRIMARY KEY, follower BIGINT, followee BIGINT);\n",
+    );
+    let json = p.run(&["--format", "json"]).json();
+    assert_eq!(rules(&json), ["check-before-lock"], "{json:#}");
+    assert_eq!(findings(&json)[0]["file"], "api/src/lib.rs");
+}
