@@ -75,7 +75,7 @@ pub fn run(
             }
         }
         // Files linted: the Rust files (schema files only bring facts).
-        outcome.files += lowered.iter().filter(|f| !f.path.ends_with(".sql")).count();
+        outcome.files += lowered.iter().filter(|f| !f.is_schema()).count();
         let levels = Levels { settings, unit };
         let started = std::time::Instant::now();
         // On the pool: with one job the check runs on the thread (and allocator arena) that

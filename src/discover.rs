@@ -49,7 +49,7 @@ pub struct SourcePath {
 impl SourcePath {
     /// A schema file (`.sql`), read for the tables' unique keys, not linted.
     pub fn is_schema(&self) -> bool {
-        self.rel.ends_with(".sql")
+        staleguard_rules::is_schema_path(&self.rel)
     }
 }
 
@@ -518,7 +518,10 @@ fn walk(
 /// A `.sql` file the analyzer reads for the tables' unique keys (migrations, `schema.sql`), not a
 /// data dump (over 1 MiB).
 fn is_schema_file(entry: &ignore::DirEntry) -> bool {
-    entry.path().extension().is_some_and(|e| e == "sql")
+    entry
+        .path()
+        .to_str()
+        .is_some_and(staleguard_rules::is_schema_path)
         && entry.metadata().is_ok_and(|m| m.len() <= 1 << 20)
 }
 

@@ -207,29 +207,7 @@ impl<'a> Facts<'a> {
                 }
             }
         }
-        // A renamed table keeps its keys, through chains of renames in any file order.
-        for _ in 0..renames.len() {
-            let mut moved = false;
-            for (old, new) in &renames {
-                // Only a table some file declares passes its keys on.
-                let Some(keys) = f.schema.get(old).cloned() else {
-                    continue;
-                };
-                let into = f.schema.entry(new.clone()).or_insert_with(|| {
-                    moved = true;
-                    Vec::new()
-                });
-                for k in keys {
-                    if !into.contains(&k) {
-                        into.push(k);
-                        moved = true;
-                    }
-                }
-            }
-            if !moved {
-                break;
-            }
-        }
+        crate::schema::carry_renames(&mut f.schema, &renames);
         f
     }
 
@@ -340,13 +318,12 @@ impl<'a> Facts<'a> {
     /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
     pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         for path in paths {
+            self.paths.push(path);
             // Schema files are no modules; their directories (`migrations/`) neither.
-            let segs = if path.ends_with(".sql") {
-                None
-            } else {
-                Some(path_modules(path))
-            };
-            for seg in segs.into_iter().flatten() {
+            if crate::is_schema_path(path) {
+                continue;
+            }
+            for seg in path_modules(path) {
                 let seg = if seg.contains('-') {
                     std::borrow::Cow::Owned(seg.replace('-', "_"))
                 } else {
@@ -356,7 +333,6 @@ impl<'a> Facts<'a> {
                     self.modules.insert(Name::new(&seg));
                 }
             }
-            self.paths.push(path);
         }
     }
 

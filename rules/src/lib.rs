@@ -51,6 +51,12 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) {
 
 /// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
 /// tree.
+/// Is `path` a schema file (`.sql`: migrations, `schema.sql`)? [`Analyzer::lower`] reads it for
+/// the tables' unique keys; it is never linted and has no findings.
+pub fn is_schema_path(path: &str) -> bool {
+    path.ends_with(".sql")
+}
+
 #[derive(Debug, Clone)]
 pub struct LoweredFile {
     pub path: String,
@@ -72,6 +78,11 @@ impl LoweredFile {
     /// Whether the file failed to parse.
     pub fn has_parse_error(&self) -> bool {
         self.parse_error.is_some()
+    }
+
+    /// Whether it is a schema file (see [`is_schema_path`]), not a linted one.
+    pub fn is_schema(&self) -> bool {
+        is_schema_path(&self.path)
     }
 }
 
@@ -111,7 +122,7 @@ impl Analyzer {
     pub fn lower(&self, path: &str, text: &str) -> LoweredFile {
         // A schema file (migrations, `schema.sql`) brings the tables' unique keys, no bodies; a
         // `down` migration undoes the schema and says nothing of the live one.
-        if path.ends_with(".sql") {
+        if is_schema_path(path) {
             let mut ir = ir::FileIr::default();
             if !schema::is_down_migration(path) {
                 ir.facts.schema = Some(Box::new(schema::read(text)));

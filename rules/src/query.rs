@@ -15,6 +15,18 @@ pub struct Open {
     pub name: Option<Name>,
 }
 
+impl Open {
+    /// The first event the transaction or lock covers: the one that opened it, or the body's
+    /// start for a transaction received as a parameter.
+    pub fn first_event(&self) -> u32 {
+        if self.event == TX_PARAM {
+            0
+        } else {
+            self.event
+        }
+    }
+}
+
 /// The `Open::event` of a transaction received as a parameter.
 pub const TX_PARAM: u32 = u32::MAX;
 

@@ -3,6 +3,7 @@
 //! `CREATE UNIQUE INDEX` and `ALTER TABLE .. ADD [CONSTRAINT ..] UNIQUE | PRIMARY KEY`. A
 //! rule asks whether two rows with the same values in some columns can both exist.
 
+use crate::fxhash::FxHashMap;
 use crate::kb::db::normalize_table;
 use crate::name::Name;
 use sqlparser::dialect::PostgreSqlDialect;
@@ -33,6 +34,30 @@ enum T {
 impl T {
     fn is(&self, kw: &str) -> bool {
         matches!(self, T::Word(w) if w == kw)
+    }
+}
+
+/// A renamed table keeps its keys, through chains of renames in any file order; only a table
+/// some file declares (a key of `tables`) passes them on.
+pub fn carry_renames(tables: &mut FxHashMap<Name, Vec<Box<[Name]>>>, renames: &[(Name, Name)]) {
+    loop {
+        let mut changed = false;
+        for (old, new) in renames {
+            let Some(keys) = tables.get(old).cloned() else {
+                continue;
+            };
+            let before = tables.get(new).map(Vec::len);
+            let into = tables.entry(new.clone()).or_default();
+            for k in keys {
+                if !into.contains(&k) {
+                    into.push(k);
+                }
+            }
+            changed |= before != Some(into.len());
+        }
+        if !changed {
+            return;
+        }
     }
 }
 

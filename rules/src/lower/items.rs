@@ -311,23 +311,21 @@ fn diesel_table_name(attrs: &[Attribute]) -> Option<Name> {
         let last = a.path().segments.last_item()?;
         match &a.meta {
             syn::Meta::List(l) if last.ident == "diesel" => {
-                let mut tokens = l.tokens.clone().into_iter().peekable();
-                while let Some(t) = tokens.next() {
-                    if matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "table_name")
-                        && matches!(tokens.next(), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == '=')
-                    {
-                        let mut table = None;
-                        for t in tokens.by_ref() {
-                            match t {
-                                proc_macro2::TokenTree::Ident(i) => table = Some(i.to_string()),
-                                proc_macro2::TokenTree::Punct(p) if p.as_char() == ',' => break,
-                                _ => {}
-                            }
-                        }
-                        return table.map(Name::from);
-                    }
-                }
-                None
+                use proc_macro2::TokenTree::{Ident, Punct};
+                let tokens: Vec<proc_macro2::TokenTree> = l.tokens.clone().into_iter().collect();
+                let at = tokens.windows(2).position(|w| {
+                    matches!(&w[0], Ident(i) if i == "table_name")
+                        && matches!(&w[1], Punct(p) if p.as_char() == '=')
+                })?;
+                // The path's last segment, up to the next argument.
+                tokens[at + 2..]
+                    .iter()
+                    .take_while(|t| !matches!(t, Punct(p) if p.as_char() == ','))
+                    .filter_map(|t| match t {
+                        Ident(i) => Some(Name::from(i.to_string())),
+                        _ => None,
+                    })
+                    .last()
             }
             syn::Meta::NameValue(nv) if last.ident == "table_name" => match &nv.value {
                 syn::Expr::Lit(syn::ExprLit {

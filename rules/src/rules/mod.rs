@@ -460,12 +460,7 @@ impl<'a> RuleCx<'a> {
         let Some(tx) = self.state(w).txs.last() else {
             return false;
         };
-        let from = if tx.event == query::TX_PARAM {
-            0
-        } else {
-            tx.event
-        };
-        self.state(r).txs.contains(tx) && query::serializable(self.body, from, w)
+        self.state(r).txs.contains(tx) && query::serializable(self.body, tx.first_event(), w)
     }
 
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end

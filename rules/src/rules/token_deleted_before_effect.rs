@@ -75,15 +75,10 @@ fn is_delete(e: &Effect) -> bool {
         && (e.delete || e.sql == Some(SqlKind::Update))
 }
 
-/// A side effect the token guards: a remote call, or a write that is not to the token itself
-/// (a completion mark or the claim's release). A database write in the same transaction as the
-/// token's deletion rolls back with it, so it is not an effect that outlives a failure.
-fn is_effect<'a>(cx: &'a RuleCx<'_>, i: u32, token: &Effect, token_at: u32) -> Option<&'a Effect> {
-    effect_at(cx, i, token, Some(token_at))
-}
-
-/// [`is_effect`]; with `rolled_back_with: None`, a write in the deletion's own transaction
-/// counts too (it is still an effect two duplicates both make).
+/// A side effect the token guards at event `i`: a remote call, or a write that is not to the
+/// token itself (a completion mark or the claim's release). With `rolled_back_with: Some(d)`, a
+/// database write in the same transaction as the deletion at `d` rolls back with it, so it is
+/// not an effect that outlives a failure; with `None` it counts (two duplicates both make it).
 fn effect_at<'a>(
     cx: &'a RuleCx<'_>,
     i: u32,
@@ -150,7 +145,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let end = cx.reach_end(d);
         if guards(cx, d, del)
             && let Some((e, eff)) =
-                (d + 1..end).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
+                (d + 1..end).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
         {
             let mut diag = cx.diag(
                 &RULE,
@@ -180,7 +175,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         });
         if let Some(c) = checked
             && let Some((e, eff)) =
-                (c + 1..d).find_map(|e| is_effect(cx, e, del, d).map(|x| (e, x)))
+                (c + 1..d).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
         {
             let mut diag = cx.diag(
                 &RULE,

@@ -198,11 +198,7 @@ fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> 
     let in_tx = |r: u32| cx.state(r).txs.contains(tx);
     let same_row =
         |e: &Effect| query::same_table_prefixed(e.table.as_deref(), write.table.as_deref());
-    let from = if tx.event == query::TX_PARAM {
-        0
-    } else {
-        tx.event
-    };
+    let from = tx.first_event();
     if query::serializable(cx.body, from, w) {
         return (from..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column));
     }

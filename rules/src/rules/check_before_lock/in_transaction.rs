@@ -20,7 +20,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         return Verdict::Clean;
     }
     let wtable = effect.table.as_deref();
-    let from = if tx.event == TX_PARAM { 0 } else { tx.event };
+    let from = tx.first_event();
     let locked = (from..w).any(|r| {
         cx.effs(r).any(|e| {
             (e.kind == EffectKind::Read && e.locking || e.kind == EffectKind::Lock)
