@@ -108,10 +108,20 @@ pub struct Facts<'a> {
     pub aliases: FxHashMap<Name, TypeRef>,
     /// Per file: its `use` aliases, sorted by alias at lowering, borrowed.
     pub uses: Vec<&'a [(Name, Name)]>,
-    /// Names of the crate's modules and crates: every directory and file stem of the checked
-    /// files (`-` read as `_`) and every inline `mod`. A path whose first segment is none of
-    /// these (`sqlx::query`, `diesel::update`) names a library, not a crate fn.
-    pub modules: FxHashSet<Name>,
+    /// Per package (see [`package_root`]): the names of its modules, every directory and file
+    /// stem of its files below the package root (`-` read as `_`) and every inline `mod`. A
+    /// path whose first segment is none of these, no package name and not `crate` / `self` /
+    /// `super` (`sqlx::query`, `diesel::update`, `bitcoin::Transaction` where another package
+    /// has a `bitcoin` module) names a library, not a crate fn.
+    modules: Vec<FxHashSet<Name>>,
+    /// The names of the checked packages (their root directories' names, `-` read as `_`): a
+    /// path through another package of the workspace (`billing_core::charge`) is the
+    /// workspace's own.
+    packages: FxHashSet<Name>,
+    /// Per file (in file order): the index of its package in `modules`.
+    package_of: Vec<u32>,
+    /// Per file: its inline `mod`s, merged into its package's modules with the paths.
+    inline_mods: Vec<&'a [(Name, bool)]>,
     /// Tables the schema files declare, and their unique keys (sorted columns).
     pub schema: FxHashMap<Name, Vec<Box<[Name]>>>,
     /// Per file (in file order): its path, whose directories and stem name its modules.
@@ -126,6 +136,38 @@ fn path_modules(path: &str) -> impl Iterator<Item = &str> {
         .filter(|stem| {
             !stem.is_empty() && !matches!(*stem, "." | ".." | "src" | "mod" | "lib" | "main")
         })
+}
+
+/// A file's package root and the rest of its path: the directory before its last `src`
+/// segment (`crates/billing/src/pay.rs` -> `crates/billing`, `pay.rs`), else before its last
+/// `tests`, `benches` or `examples` segment (a package's other targets), else the empty root
+/// (plain files: one package). Module names come from the rest only, so `bitcoin-ext/src/
+/// bitcoin.rs` makes `bitcoin` a module of the `bitcoin-ext` package, not of every package.
+pub(crate) fn package_root(path: &str) -> (&str, &str) {
+    let bytes = path.as_bytes();
+    let is_sep = |i: usize| bytes[i] == b'/' || bytes[i] == b'\\';
+    // Segment boundaries: (start, end) of each segment.
+    let mut segs: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    for i in 0..=bytes.len() {
+        if i == bytes.len() || is_sep(i) {
+            if i > start {
+                segs.push((start, i));
+            }
+            start = i + 1;
+        }
+    }
+    let dirs = &segs[..segs.len().saturating_sub(1)];
+    let find = |names: &[&str]| {
+        dirs.iter()
+            .rev()
+            .find(|(a, b)| names.contains(&&path[*a..*b]))
+            .copied()
+    };
+    match find(&["src"]).or_else(|| find(&["tests", "benches", "examples"])) {
+        Some((a, b)) => (path[..a].trim_end_matches(['/', '\\']), &path[b..]),
+        None => ("", path),
+    }
 }
 
 /// Does a path segment (`my-lib`, as written) name the module `module` (`my_lib`)?
@@ -148,6 +190,10 @@ impl<'a> Facts<'a> {
                 .iter()
                 .map(|file| file.facts.uses.as_slice())
                 .collect(),
+            inline_mods: files
+                .iter()
+                .map(|file| file.facts.mods.as_slice())
+                .collect(),
             ..Facts::default()
         };
         for (fi, &file) in files.iter().enumerate() {
@@ -160,8 +206,6 @@ impl<'a> Facts<'a> {
             for (name, s) in &file.facts.str_consts {
                 f.str_consts.insert(name.clone(), s.clone());
             }
-            f.modules
-                .extend(file.facts.mods.iter().filter(|m| !m.1).map(|m| m.0.clone()));
             if let Some(schema) = &file.facts.schema {
                 for t in &schema.tables {
                     f.schema.entry(t.clone()).or_default();
@@ -315,31 +359,57 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// Adds the module and crate names the files' paths give (see [`Facts::modules`]).
+    /// Adds the files' paths (in file order, as given to [`Facts::collect`]) and the module
+    /// and package names they give (see [`Facts::modules`]).
     pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+        let mut roots: Vec<&'a str> = Vec::new();
         for path in paths {
+            let fi = self.paths.len();
             self.paths.push(path);
+            let (root, below) = package_root(path);
+            let package = match roots.iter().position(|r| *r == root) {
+                Some(k) => k,
+                None => {
+                    roots.push(root);
+                    self.modules.push(FxHashSet::default());
+                    if let Some(name) = path_modules(root).last() {
+                        self.packages.insert(Name::new(&name.replace('-', "_")));
+                    }
+                    roots.len() - 1
+                }
+            };
+            self.package_of.push(package as u32);
+            let modules = &mut self.modules[package];
+            if let Some(mods) = self.inline_mods.get(fi) {
+                modules.extend(mods.iter().filter(|m| !m.1).map(|m| m.0.clone()));
+            }
             // Schema files are no modules; their directories (`migrations/`) neither.
             if crate::is_schema_path(path) {
                 continue;
             }
-            for seg in path_modules(path) {
-                let seg = if seg.contains('-') {
-                    std::borrow::Cow::Owned(seg.replace('-', "_"))
-                } else {
-                    std::borrow::Cow::Borrowed(seg)
-                };
-                if !self.modules.contains(seg.as_ref()) {
-                    self.modules.insert(Name::new(&seg));
+            for seg in path_modules(below) {
+                if !modules.contains(seg) {
+                    modules.insert(Name::new(&seg.replace('-', "_")));
                 }
             }
         }
     }
 
-    /// Is `seg`, a path's first segment, the crate's own: `crate`, `self`, `super` or one of
-    /// [`Facts::modules`]?
-    pub fn is_crate_module(&self, seg: &str) -> bool {
-        matches!(seg, "crate" | "self" | "super") || self.modules.contains(seg)
+    /// The package of file `file` (an index into the per-package tables).
+    pub fn package_of(&self, file: u32) -> u32 {
+        self.package_of.get(file as usize).copied().unwrap_or(0)
+    }
+
+    /// Is `seg`, a path's first segment written in package `package`, the workspace's own:
+    /// `crate`, `self`, `super`, one of the package's [`Facts::modules`], or a checked
+    /// package's name?
+    pub fn is_crate_module(&self, package: u32, seg: &str) -> bool {
+        matches!(seg, "crate" | "self" | "super")
+            || self.packages.contains(seg)
+            || self
+                .modules
+                .get(package as usize)
+                .is_some_and(|m| m.contains(seg))
     }
 
     /// Free fns named by the module-qualified path `parts` (`operations::pipeline::get`): the
@@ -377,6 +447,41 @@ impl<'a> Facts<'a> {
         }
     }
 
+    /// The free fns a bare call `name(..)` written in `file` may run, as Rust scopes it: the
+    /// file's own fn of that name; else the one its `use` imports (none when imported from a
+    /// library); else one of the same package (a glob import, an inline module); else the
+    /// workspace's only fn of that name. A name that several other packages define is not
+    /// guessed.
+    pub fn bare_fn(&self, file: u32, name: &str) -> Vec<BodyId> {
+        let all = self.free_fns.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        if all.is_empty() {
+            return Vec::new();
+        }
+        let here: Vec<BodyId> = all.iter().copied().filter(|id| id.file == file).collect();
+        if !here.is_empty() {
+            return here;
+        }
+        if let Some(full) = self.alias(file, name) {
+            let parts: Vec<Name> = full.as_str().split("::").map(Name::new).collect();
+            let package = self.package_of(file);
+            return match parts.first() {
+                Some(head) if self.is_crate_module(package, head) => self.free_fns_in(&parts),
+                _ => Vec::new(),
+            };
+        }
+        let package = self.package_of(file);
+        let same: Vec<BodyId> = all
+            .iter()
+            .copied()
+            .filter(|id| self.package_of(id.file) == package)
+            .collect();
+        if !same.is_empty() || all.len() > 1 {
+            same
+        } else {
+            all.to_vec()
+        }
+    }
+
     /// Does the path `parts`, written in `file`, name something of the crate? Its first segment
     /// (through the file's `use` aliases) is `crate`, `self`, `super` or one of
     /// [`Facts::modules`]. A bare name with no alias is taken as the crate's; one imported from a
@@ -385,7 +490,8 @@ impl<'a> Facts<'a> {
         let Some(head) = parts.first() else {
             return false;
         };
-        let local = |seg: &str| seg == "Self" || self.is_crate_module(seg);
+        let package = self.package_of(file);
+        let local = |seg: &str| seg == "Self" || self.is_crate_module(package, seg);
         match self.alias(file, head) {
             Some(full) => {
                 let first = full.as_str().split("::").next().unwrap_or_default();

@@ -110,7 +110,9 @@ impl Classifier<'_> {
                 return typed.to_vec();
             }
         }
-        if (func.len() == 1 || q_is_module(func)) && self.facts.is_crate_path(self.file, func) {
+        if func.len() == 1 {
+            self.facts.bare_fn(self.file, name)
+        } else if q_is_module(func) && self.facts.is_crate_path(self.file, func) {
             self.facts.free_fns_in(func)
         } else {
             Vec::new()

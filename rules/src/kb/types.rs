@@ -133,15 +133,19 @@ fn class_of_at(ty: &[Name], facts: &Facts, file: u32, depth: u32, memo: &Memo) -
     }
     // Once resolved, the class no longer depends on the file: the same resolved shape seen from
     // another file is looked up, not classified again.
-    let mut key = String::with_capacity(prefix.len() + bare.len() + full.len() + rest.len() + 3);
+    // A path's first segment is the workspace's own or a library's depending on the package
+    // it is written in, so the package is part of the shape.
+    let package = facts.package_of(file);
+    let mut key = String::with_capacity(prefix.len() + bare.len() + full.len() + rest.len() + 8);
     for part in [prefix, bare, &full, &rest] {
         key.push_str(part);
         key.push('\u{1}');
     }
+    key.push_str(&package.to_string());
     if let Some(c) = memo.by_shape.borrow().get(key.as_str()) {
         return c.clone();
     }
-    let c = class_of_shape(prefix, bare, &full, &rest, facts);
+    let c = class_of_shape(prefix, bare, &full, &rest, facts, package);
     memo.by_shape
         .borrow_mut()
         .insert(key.into_boxed_str(), c.clone());
@@ -150,7 +154,14 @@ fn class_of_at(ty: &[Name], facts: &Facts, file: u32, depth: u32, memo: &Memo) -
 
 /// Classifies a resolved type: `full` is the head's path after `use` resolution, `bare` the
 /// head as written, `rest` the lowercased generic arguments (as written and resolved).
-fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Facts) -> Class {
+fn class_of_shape(
+    prefix: &str,
+    bare: &str,
+    full: &str,
+    rest: &str,
+    facts: &Facts,
+    package: u32,
+) -> Class {
     let lower = full.to_ascii_lowercase();
     let name = Name::new(last(bare));
     let rest_has = |w: &str| has(rest, w);
@@ -175,7 +186,9 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     }
     // By name only a library's: the crate's own `LockManager` (a mutex per key, say) is known
     // by its methods.
-    if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w)) && !is_own_type(full, name.as_str(), facts) {
+    if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w))
+        && !is_own_type(full, name.as_str(), facts, package)
+    {
         return Class::DistLock;
     }
     if MAP_TYPES.iter().any(|w| has(&lower, w)) {
@@ -194,7 +207,8 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
     if has(&lower, "guard") {
         return Class::Guard;
     }
-    if (has(&lower, "transaction") || name == "Tx") && is_db_transaction(full, name.as_str(), facts)
+    if (has(&lower, "transaction") || name == "Tx")
+        && is_db_transaction(full, name.as_str(), facts, package)
     {
         return Class::DbTx;
     }
@@ -237,7 +251,7 @@ fn class_of_shape(prefix: &str, bare: &str, full: &str, rest: &str, facts: &Fact
 /// (a crate path, or a struct of the crate) holding one in a field. Not a library's domain
 /// value (`bitcoin::Transaction`, `ethers::types::Transaction`), and not the crate's own record
 /// or manager named for transactions (`AccountTransaction`, `ExitTransactionManager`).
-fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
+fn is_db_transaction(full: &str, name: &str, facts: &Facts, package: u32) -> bool {
     // The crate's own type: a struct is judged by its fields; a trait of the crate named for
     // transactions (an associated `Transaction<'a>` type) stays a transaction.
     let own = || {
@@ -249,7 +263,7 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
         // The crate's paths, and associated types of a type or generic parameter
         // (`Self::Transaction`, `C::Transaction`): library crates are lowercase.
         Some((head, _))
-            if facts.is_crate_module(head)
+            if facts.is_crate_module(package, head)
                 || head.starts_with(|c: char| c.is_ascii_uppercase()) =>
         {
             own()
@@ -261,9 +275,9 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts) -> bool {
 
 /// A type of the crate itself: a path through the crate's modules, or a bare name the crate
 /// declares a struct for or implements as a trait.
-fn is_own_type(full: &str, name: &str, facts: &Facts) -> bool {
+fn is_own_type(full: &str, name: &str, facts: &Facts, package: u32) -> bool {
     match full.split_once("::") {
-        Some((head, _)) => facts.is_crate_module(head),
+        Some((head, _)) => facts.is_crate_module(package, head),
         None => facts.structs.contains_key(name) || facts.trait_impls.contains_key(name),
     }
 }
