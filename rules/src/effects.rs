@@ -140,6 +140,9 @@ pub(crate) struct Effect {
     pub what: Cow<'static, str>,
     /// The callee whose summary gives this effect.
     pub via: Option<BodyId>,
+    /// A remote call recognised only by its receiver's name (`self.payment_gateway.charge(..)`
+    /// on a type the analysis does not know): the last resort, weaker than a known client type.
+    pub by_name: bool,
     /// A value it sets was passed in by the call it was gained at (a constant argument for a
     /// callee's parameter): the callee could not judge it, its caller can.
     pub passed: bool,
@@ -177,6 +180,7 @@ impl Effect {
             tx_local: None,
             what: what.into(),
             via: None,
+            by_name: false,
             passed: false,
             payload: Vec::new(),
             payload_ty: None,

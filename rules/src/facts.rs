@@ -118,6 +118,8 @@ pub struct Facts<'a> {
     /// path through another package of the workspace (`billing_core::charge`) is the
     /// workspace's own.
     packages: FxHashSet<Name>,
+    /// Per package: its name, when its root directory has one.
+    package_names: Vec<Option<Name>>,
     /// Per file (in file order): the index of its package in `modules`.
     package_of: Vec<u32>,
     /// Per file: its inline `mod`s, merged into its package's modules with the paths.
@@ -372,9 +374,13 @@ impl<'a> Facts<'a> {
                 None => {
                     roots.push(root);
                     self.modules.push(FxHashSet::default());
-                    if let Some(name) = path_modules(root).last() {
-                        self.packages.insert(Name::new(&name.replace('-', "_")));
+                    let name = path_modules(root)
+                        .last()
+                        .map(|n| Name::new(&n.replace('-', "_")));
+                    if let Some(name) = &name {
+                        self.packages.insert(name.clone());
                     }
+                    self.package_names.push(name);
                     roots.len() - 1
                 }
             };
@@ -412,10 +418,13 @@ impl<'a> Facts<'a> {
                 .is_some_and(|m| m.contains(seg))
     }
 
-    /// Free fns named by the module-qualified path `parts` (`operations::pipeline::get`): the
-    /// ones in a file under a module of that name when there are some, else every fn of the
-    /// name (a module the paths do not show, an inline `mod`).
-    pub fn free_fns_in(&self, parts: &[Name]) -> Vec<BodyId> {
+    /// Free fns named by the module-qualified path `parts` (`operations::pipeline::get`),
+    /// written in `file`. The path starts in a package: the caller's own for `crate::`,
+    /// `self::`, `super::` and its modules, another checked package named by its head. The fns
+    /// of that package in a file under the path's last module come first; else (a package
+    /// re-exported under another name, `pub use billing_core as core`) any package's fns in a
+    /// file under that module; else every fn of the name in the starting package.
+    pub fn free_fns_in(&self, file: u32, parts: &[Name]) -> Vec<BodyId> {
         let Some((name, quals)) = parts.split_last() else {
             return Vec::new();
         };
@@ -424,27 +433,55 @@ impl<'a> Facts<'a> {
             .get(name.as_str())
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        // The package the path starts in: the caller's, unless its head names another one.
+        let home = self.package_of(file);
+        let package = match quals.first().map(Name::as_str) {
+            None | Some("crate" | "self" | "super") => home,
+            Some(h)
+                if self
+                    .modules
+                    .get(home as usize)
+                    .is_some_and(|m| m.contains(h)) =>
+            {
+                home
+            }
+            Some(h) => self.package_named(h).unwrap_or(home),
+        };
         let module = quals
             .iter()
             .rev()
             .find(|q| !matches!(q.as_str(), "crate" | "self" | "super"));
-        let Some(module) = module else {
-            return all.to_vec();
-        };
-        let within: Vec<BodyId> = all
-            .iter()
-            .copied()
-            .filter(|id| {
+        let under = |id: &BodyId| {
+            module.is_none_or(|m| {
                 self.paths
                     .get(id.file as usize)
-                    .is_some_and(|p| path_modules(p).any(|seg| same_module(seg, module)))
+                    .is_some_and(|p| path_modules(package_root(p).1).any(|seg| same_module(seg, m)))
             })
+        };
+        let in_package: Vec<BodyId> = all
+            .iter()
+            .copied()
+            .filter(|id| self.package_of(id.file) == package)
             .collect();
-        if within.is_empty() {
-            all.to_vec()
-        } else {
-            within
+        // The package's fns under the module; else (a re-exported package, `use other as m`)
+        // any package's fns under it; else the package's fns of the name.
+        let within: Vec<BodyId> = in_package.iter().copied().filter(under).collect();
+        if !within.is_empty() {
+            return within;
         }
+        let anywhere: Vec<BodyId> = all.iter().copied().filter(under).collect();
+        if module.is_some() && !anywhere.is_empty() {
+            return anywhere;
+        }
+        in_package
+    }
+
+    /// The checked package named `name` (a root directory's name, `-` read as `_`).
+    fn package_named(&self, name: &str) -> Option<u32> {
+        self.package_names
+            .iter()
+            .position(|n| n.as_deref() == Some(name))
+            .map(|k| k as u32)
     }
 
     /// The free fns a bare call `name(..)` written in `file` may run, as Rust scopes it: the
@@ -465,7 +502,7 @@ impl<'a> Facts<'a> {
             let parts: Vec<Name> = full.as_str().split("::").map(Name::new).collect();
             let package = self.package_of(file);
             return match parts.first() {
-                Some(head) if self.is_crate_module(package, head) => self.free_fns_in(&parts),
+                Some(head) if self.is_crate_module(package, head) => self.free_fns_in(file, &parts),
                 _ => Vec::new(),
             };
         }

@@ -321,8 +321,18 @@ pub fn serializable(body: &Body, from: u32, to: u32) -> bool {
     })
 }
 
-/// The branches after test `t` of a lock attempt's answer that run when the lock was not
-/// taken. A pattern's innermost value decides (`Ok(false)` is not taken, `Ok(true)` taken):
+/// Is call event `r` a request that changes nothing: an HTTP `get` / `head` builder, with no
+/// writing step?
+pub fn read_only_request(body: &Body, r: u32) -> bool {
+    let EventKind::Call(call) = &body.events[r as usize].kind else {
+        return false;
+    };
+    let step = |names: &[&str]| call.steps.iter().any(|s| names.contains(&s.name.as_str()));
+    step(crate::apis::READ_ONLY_HTTP_STEPS) && !step(crate::apis::WRITING_HTTP_STEPS)
+}
+
+/// The branches after test `t` of an attempt's answer (a lock attempt, a call's `Result`) that
+/// run when it failed: the lock was not taken, the call returned an error or a failure. A pattern's innermost value decides (`Ok(false)` is not taken, `Ok(true)` taken):
 /// `false`, `None`, `Right` (sqlx's `try_acquire`) or `Err` is not taken; `true`, `Some`,
 /// `Left` or `Ok` is taken.
 pub(crate) fn not_acquired(cx: &crate::rules::RuleCx<'_>, t: u32, test: &Test) -> Vec<u32> {

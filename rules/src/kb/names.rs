@@ -247,6 +247,29 @@ pub fn is_failure_value(value: &str) -> bool {
     )
 }
 
+/// A state value that records work as done (`COMPLETED`, `sent`, `Delivered`, `processed`):
+/// written after a unit of work, it tells everyone that nothing is left to do.
+pub fn is_done_value(value: &str) -> bool {
+    let last = value.rsplit("::").next().unwrap_or(value);
+    let joined: String = words(last).collect();
+    matches!(
+        joined.as_str(),
+        "done"
+            | "completed"
+            | "complete"
+            | "finished"
+            | "succeeded"
+            | "success"
+            | "successful"
+            | "processed"
+            | "sent"
+            | "delivered"
+            | "handled"
+            | "acked"
+            | "acknowledged"
+    )
+}
+
 /// A function that undoes a remote effect or its local record (`refund`, `compensate`,
 /// `revert_charge`, `reverse_transfer`): run on a timeout, it undoes what may have happened.
 pub fn is_compensation(name: &str) -> bool {

@@ -185,14 +185,16 @@ pub(super) fn by_name(cx: &Classifier<'_>, call: &Call, recv: &Class) -> Option<
         ""
     };
     if is_remote_name(place) || is_remote_name(type_name) {
-        return Some(Effect::new(
+        let mut e = Effect::new(
             EffectKind::Remote,
             format!(
                 "calls `{}` on `{}`, a remote client by its name",
                 call.head(),
                 call.recv.join(".")
             ),
-        ));
+        );
+        e.by_name = true;
+        return Some(e);
     }
     None
 }

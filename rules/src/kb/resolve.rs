@@ -113,7 +113,10 @@ impl Classifier<'_> {
         if func.len() == 1 {
             self.facts.bare_fn(self.file, name)
         } else if q_is_module(func) && self.facts.is_crate_path(self.file, func) {
-            self.facts.free_fns_in(func)
+            // Through the file's `use` aliases (`use infra::table::configs as config_table;`).
+            let full = self.facts.resolve_parts(self.file, func);
+            let parts: Vec<Name> = full.as_str().split("::").map(Name::new).collect();
+            self.facts.free_fns_in(self.file, &parts)
         } else {
             Vec::new()
         }

@@ -4,8 +4,9 @@
 use super::RuleCx;
 use crate::apis::{ACK_STEPS, RETRY_STEPS};
 use crate::diagnostic::Diagnostic;
-use crate::effects::{Effect, EffectKind};
+use crate::effects::{AssignedValue, Effect, EffectKind};
 use crate::ir::{EventKind, Region};
+use crate::kb::names::{is_done_value, is_state_column, is_work};
 use crate::query;
 
 declare_rule! {
@@ -18,6 +19,14 @@ declare_rule! {
     /// 503, a panic) nor leaves a durable way back: no nack or requeue, no job scheduled again,
     /// no failed or retry state written, no message to the sender. The handler then answers as
     /// if the work was done (`Ok(())`, a 200, an ack of the message), and the work is lost.
+    ///
+    /// Also flags, in any function, the work itself failing and the work item consumed anyway:
+    /// a remote call that does the work (an HTTP request that changes something, a message
+    /// sent, a crate helper that makes one) fails, the branch that takes the failure only logs
+    /// it and goes on, and the flow then consumes the item — an ack of the message, or a delete
+    /// (or a write of a done state: `completed`, `sent`, ..) of the row of a work table (jobs,
+    /// tasks, a queue, an outbox, deliveries, notifications) that the function read or claimed
+    /// before the call, keyed by what that read returned.
     ///
     /// It stays silent when the branch returns an error or an error status, requeues or
     /// reschedules (`nack`, `requeue`, `retry`, `schedule`, an insert into a queue), records
@@ -57,29 +66,36 @@ declare_rule! {
     ///
     /// ### Known problems
     ///
-    /// Only lock contention is checked: a failed handling that is only logged (`if let Err(e) =
-    /// handle(msg).await { warn!(..) }` and then an ack) is the same loss, but without seeing
-    /// the ack or the redelivery around it the analyzer cannot tell it from a best-effort call
-    /// (a metric, a courtesy e-mail), and it is not reported; nor are serialization failures
-    /// (40001) or failed optimistic checks. A durable retry outside the handler — a periodic
+    /// A failed handling that is only logged is reported only when the function itself then
+    /// consumes the work item (the ack, the delete or the done state in the same function):
+    /// a handler that returns `Ok` and leaves the ack to its framework (a job runner that
+    /// deletes the job on `Ok`, an HTTP 200) is not, because without seeing the ack the
+    /// analyzer cannot tell it from a best-effort call (a metric, a courtesy e-mail). A remote
+    /// client known only by its name (`self.gateway`) does not count as the work. Serialization
+    /// failures (40001) and failed optimistic checks are not reported. A durable retry outside the handler — a periodic
     /// job that re-derives the work from the database — is not seen. Handlers are recognised
     /// as `blind-callback-write` recognises them.
     pub(crate) static RULE = {
         name: "conflict-dropped",
         level: Warning,
-        summary: "a message handler that finds a lock held answers as done (returns Ok, acks the message) with no durable retry",
+        summary: "lock contention or a failed remote call answered as done (Ok, an ack, the job deleted) with no durable retry",
         applies: applies,
         check: check,
     };
 }
 
-/// A lock taken or claimed.
+/// A lock taken or claimed, or a remote call (whose failure may be swallowed).
 fn applies(cx: &RuleCx<'_>) -> bool {
-    cx.kinds().has(EffectKind::Claim) || cx.kinds().has(EffectKind::Lock)
+    let k = cx.kinds();
+    k.has(EffectKind::Claim) || k.has(EffectKind::Lock) || k.has(EffectKind::Remote)
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    if cx.body.fenced || cx.message_handler().is_none() {
+    if cx.body.fenced {
+        return;
+    }
+    swallowed_then_consumed(cx, out);
+    if cx.message_handler().is_none() {
         return;
     }
     for r in 0..cx.body.events.len() as u32 {
@@ -140,6 +156,143 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
         EventKind::Enter(Region::Branch { fails: true, .. }) => true,
         _ => false,
     })
+}
+
+/// The work item's own failure swallowed: a remote call that does the work (an HTTP request
+/// that changes something, a message sent, a crate helper that makes one) fails, the branch
+/// that takes the failure only logs it, and the flow goes on to consume the item it was
+/// working on — a delete of the row it read or claimed, a write of a done state to that table,
+/// an ack of the message. Nobody will do the work again.
+fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let mut reported: Vec<u32> = Vec::new();
+    for r in 0..cx.body.events.len() as u32 {
+        if cx.detached(r) || query::read_only_request(cx.body, r) {
+            continue;
+        }
+        // A client known by its name only is too weak a sign that the work was remote.
+        let Some(remote) = cx
+            .effs(r)
+            .find(|e| e.kind == EffectKind::Remote && !e.by_name)
+        else {
+            continue;
+        };
+        let failed = query::tests_of(cx.body, r).into_iter().find_map(|t| {
+            let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
+                return None;
+            };
+            query::not_acquired(cx, t, test)
+                .into_iter()
+                .find(|&b| falls_through(cx, b) && drops(cx, b))
+        });
+        let Some(b) = failed else {
+            continue;
+        };
+        let Some(c) = consumed_after(cx, r, cx.region_end(b)) else {
+            continue;
+        };
+        if reported.contains(&c) {
+            continue;
+        }
+        reported.push(c);
+        out.push(report_swallowed(cx, r, b, c, remote));
+    }
+}
+
+/// Does the branch entered at `b` end by going on after it (no `return`, `break`, `continue`
+/// or `?` inside it at its own level)?
+fn falls_through(cx: &RuleCx<'_>, b: u32) -> bool {
+    !matches!(
+        cx.body.events[b as usize].kind,
+        EventKind::Enter(Region::Branch { diverges: true, .. })
+    )
+}
+
+/// The first event after `from` (the end of the branch that swallowed the failure of call
+/// `r`) that consumes the work item: an ack of a message, or a delete (or a write of a done
+/// state) of a row of a work table (jobs, tasks, an outbox, deliveries) that the body read or
+/// claimed before `r`, keyed by what that read returned. It must run on the path that goes on
+/// from the branch: not inside a branch opened after it, not past a `return`.
+fn consumed_after(cx: &RuleCx<'_>, r: u32, from: u32) -> Option<u32> {
+    let taken: Vec<(u32, &str)> = (0..r)
+        .flat_map(|i| cx.effs(i).map(move |e| (i, e)))
+        .filter(|(_, e)| matches!(e.kind, EffectKind::Read | EffectKind::Claim) && !e.in_memory)
+        .filter_map(|(i, e)| e.table.as_deref().map(|t| (i, t)))
+        .filter(|(_, t)| is_work_item_table(t))
+        .collect();
+    let mut depth = 0i32;
+    for c in from + 1..cx.body.events.len() as u32 {
+        match &cx.body.events[c as usize].kind {
+            EventKind::Enter(_) => depth += 1,
+            EventKind::Leave => depth -= 1,
+            EventKind::Exit if depth <= 0 => return None,
+            EventKind::Call(call) if depth <= 0 => {
+                if call
+                    .steps
+                    .iter()
+                    .any(|s| ACK_STEPS.contains(&s.name.as_str()))
+                {
+                    return Some(c);
+                }
+                let consumes = |e: &Effect| {
+                    e.kind == EffectKind::Write
+                        && !e.in_memory
+                        && !e.insert
+                        && (e.delete || e.sets.iter().any(|a| {
+                            is_state_column(&a.column)
+                                && matches!(&a.value, AssignedValue::Const(v) if is_done_value(v))
+                        }))
+                        && taken.iter().any(|&(i, t)| {
+                            e.table.as_deref() == Some(t) && query::depends_on(cx.body, c, i)
+                        })
+                };
+                if cx.effs(c).any(consumes) {
+                    return Some(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A table of units of work handed out to be done once: jobs, tasks, queue entries, an
+/// outbox, deliveries, notifications to send.
+fn is_work_item_table(table: &str) -> bool {
+    is_work(table)
+        || table.split(['_', '.']).any(|w| {
+            matches!(
+                w.trim_end_matches('s'),
+                "outbox" | "delivery" | "deliverie" | "notification" | "webhook" | "mail" | "email"
+            )
+        })
+}
+
+fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, remote: &Effect) -> Diagnostic {
+    let message =
+        "a failed remote call is only logged, then its work item is consumed as done".to_string();
+    let mut d = cx.diag(&RULE, c, message);
+    d.primary_label = Some("the work item is consumed here although its work failed".to_string());
+    d.labels.push(cx.label(
+        r,
+        match remote.via {
+            Some(helper) => format!(
+                "the work is this call (`{}` {})",
+                cx.krate.body(helper).name(),
+                remote.what
+            ),
+            None => format!("the work is this call ({})", remote.what),
+        },
+    ));
+    d.labels.push(cx.label(
+        b,
+        "its failure is swallowed here (no error, nack, requeue or recorded failure)",
+    ));
+    d.notes.extend(cx.chain_notes(remote));
+    d.help = Some(
+        "keep the work item when its work failed: return the error so the queue retries it with back-off (or nack / requeue it), or record the failure durably (a retry_at, an attempts count, a dead letter) before consuming it"
+            .to_string(),
+    );
+    d
 }
 
 fn report(cx: &RuleCx<'_>, r: u32, b: u32, e: &Effect) -> Diagnostic {

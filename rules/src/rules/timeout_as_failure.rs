@@ -3,9 +3,7 @@
 //! or where its error is not told apart from a timeout.
 
 use super::RuleCx;
-use crate::apis::{
-    READ_ONLY_HTTP_STEPS, TIMEOUT_CHECKS, TIMEOUT_FNS, TIMEOUT_VALUES, WRITING_HTTP_STEPS,
-};
+use crate::apis::{TIMEOUT_CHECKS, TIMEOUT_FNS, TIMEOUT_VALUES};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{AssignedValue, Effect, EffectKind};
 use crate::ir::{EventKind, Test, TestRole};
@@ -117,7 +115,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         };
         // A helper that also writes state is a unit of work, not a remote call: its failure
         // is the work's (a build that failed and will be retried).
-        if read_only(cx, r) || remote.via.is_some_and(|h| writes_state(cx, h)) {
+        if crate::query::read_only_request(cx.body, r)
+            || remote.via.is_some_and(|h| writes_state(cx, h))
+        {
             continue;
         }
         // The result tested is the call's own, or that of a `timeout(..)` around it.
@@ -170,15 +170,6 @@ fn writes_state(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
 /// Is call `r` a `timeout(..)` itself (driving a request future held in a local)?
 fn is_timeout_call(cx: &RuleCx<'_>, r: u32) -> bool {
     matches!(&cx.body.events[r as usize].kind, EventKind::Call(c) if TIMEOUT_FNS.contains(&c.func_last()))
-}
-
-/// A request that changes nothing: an HTTP `get` / `head` builder, with no writing step.
-fn read_only(cx: &RuleCx<'_>, r: u32) -> bool {
-    let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
-        return false;
-    };
-    let step = |names: &[&str]| call.steps.iter().any(|s| names.contains(&s.name.as_str()));
-    step(READ_ONLY_HTTP_STEPS) && !step(WRITING_HTTP_STEPS)
 }
 
 /// The branches after test `t` of a call's result that run when the call failed: with a
