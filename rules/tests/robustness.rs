@@ -73,6 +73,15 @@ fn deep_expressions_do_not_overflow() {
         format!("fn f() {{ let x = {}; }}", nested(depth(), "-", "1", "")),
         format!("fn f() {{ let x = {}; }}", nested(depth(), "&", "1", "")),
         format!("fn f() {{ let x = {}1; }}", "!".repeat(depth())),
+        // The program's code an unknown macro wraps is lowered; nested this deep it is not.
+        format!(
+            "async fn f() {{ wrap! {{ c: {} }} }}",
+            nested(depth(), "{ ", "g().await;", " }")
+        ),
+        format!(
+            "async fn f() {{ wrap!(p, |c| {}); }}",
+            nested(depth(), "async { ", "g().await", " }")
+        ),
         format!("type T = {};", nested(depth(), "Vec<", "u8", ">")),
         format!(
             "fn f() {{ {} }}",

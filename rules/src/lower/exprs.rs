@@ -389,8 +389,53 @@ impl BodyLowerer<'_, '_> {
             for a in macros::parse_args(&m.tokens) {
                 self.expr(&a);
             }
+        } else if !apis::CODE_FREE_MACROS.contains(&name) {
+            self.wrapped_code(m, sp);
         }
         None
+    }
+
+    /// The program's code a macro of its own wraps: each `{..}` group among its tokens that
+    /// parses as statements (`db_run! { conn: sqlite { .. } postgres { .. } }`: alternatives,
+    /// so each is a branch that may run), and its closure or block arguments
+    /// (`with_conn!(pool, |c| async move { .. })`).
+    fn wrapped_code(&mut self, m: &syn::Macro, sp: Sp) {
+        // Deeper code is left opaque, as expressions past `MAX_DEPTH` are.
+        if !macros::shallow(&m.tokens, 64) {
+            return;
+        }
+        if !matches!(m.delimiter, syn::MacroDelimiter::Brace(_)) && macros::has_code_args(&m.tokens)
+        {
+            let code: Vec<Expr> = macros::parse_args(&m.tokens)
+                .into_iter()
+                .filter(|a| matches!(a, Expr::Closure(_) | Expr::Async(_) | Expr::Block(_)))
+                .collect();
+            if !code.is_empty() {
+                for a in &code {
+                    self.expr(a);
+                }
+                return;
+            }
+        }
+        for group in macros::brace_groups(&m.tokens) {
+            let Ok(stmts) = syn::parse::Parser::parse2(syn::Block::parse_within, group) else {
+                continue;
+            };
+            if stmts.is_empty() {
+                continue;
+            }
+            self.push(
+                sp,
+                EventKind::Enter(Region::Branch {
+                    diverges: false,
+                    fails: false,
+                }),
+            );
+            for st in &stmts {
+                self.stmt(st);
+            }
+            self.push(sp, EventKind::Leave);
+        }
     }
 
     /// A future driven by `select!` / `join!` is awaited by the macro.

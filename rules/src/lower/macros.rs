@@ -23,6 +23,49 @@ pub fn is_lowered_macro(name: &str) -> bool {
     apis::EXPRESSION_MACROS.contains(&name)
 }
 
+/// The `{..}` groups among a macro's top-level tokens, their contents.
+pub fn brace_groups(tokens: &TokenStream) -> Vec<TokenStream> {
+    tokens
+        .clone()
+        .into_iter()
+        .filter_map(|tt| match tt {
+            TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => Some(g.stream()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Is every group in `tokens` nested at most `limit` deep? (Checked without recursion: the
+/// program's code a macro wraps is parsed only when that parse cannot run the stack out.)
+pub fn shallow(tokens: &TokenStream, limit: usize) -> bool {
+    let mut stack = vec![tokens.clone().into_iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(TokenTree::Group(g)) => {
+                if stack.len() >= limit {
+                    return false;
+                }
+                stack.push(g.stream().into_iter());
+            }
+            Some(_) => {}
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    true
+}
+
+/// Does a macro's argument list hold a closure (`|c|`, `||`) or an `async` block: code worth
+/// parsing its arguments for?
+pub fn has_code_args(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|tt| match tt {
+        TokenTree::Punct(p) => p.as_char() == '|',
+        TokenTree::Ident(i) => i == "async",
+        _ => false,
+    })
+}
+
 /// The comma-separated expressions of a macro call (empty when they do not parse).
 pub fn parse_args(tokens: &TokenStream) -> Vec<Expr> {
     if tokens.is_empty() {

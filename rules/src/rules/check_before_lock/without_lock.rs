@@ -98,9 +98,19 @@ pub(super) fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
 }
 
 /// Is the value written at `w` computed from the read at `r` (its arguments, or its receiver:
-/// an ORM model converted from the row read)?
+/// the model read, saved back whole, or an ORM model converted from the row read)?
 pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     if query::depends_on(cx.body, w, r) {
+        return true;
+    }
+    // `coupon.save(&conn)`: a crate method run on the model read writes it back.
+    if let EventKind::Call(c) = &cx.body.events[w as usize].kind
+        && c.func.is_empty()
+        && !cx.callees(w).is_empty()
+        && c.recv
+            .first()
+            .is_some_and(|root| query::derived(cx.body, r).contains(root.as_str()))
+    {
         return true;
     }
     // `model.seats_left = Set(left - 1); model.update(db)`: an ORM model whose assigned field
