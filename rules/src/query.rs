@@ -332,9 +332,10 @@ pub fn read_only_request(body: &Body, r: u32) -> bool {
 }
 
 /// The branches after test `t` of an attempt's answer (a lock attempt, a call's `Result`) that
-/// run when it failed: the lock was not taken, the call returned an error or a failure. A pattern's innermost value decides (`Ok(false)` is not taken, `Ok(true)` taken):
-/// `false`, `None`, `Right` (sqlx's `try_acquire`) or `Err` is not taken; `true`, `Some`,
-/// `Left` or `Ok` is taken.
+/// run when it failed: the lock was not taken, the call returned an error or a failure. A
+/// pattern's innermost value decides (`Ok(false)` is not taken, `Ok(true)` taken): `false`,
+/// `None`, `Right` (sqlx's `try_acquire`) or `Err` is not taken; `true`, `Some`, `Left` or
+/// `Ok` is taken.
 pub(crate) fn not_acquired(cx: &crate::rules::RuleCx<'_>, t: u32, test: &Test) -> Vec<u32> {
     /// `Some(true)` when the pattern says the lock was not taken, `Some(false)` when taken.
     fn fails(pat: &[Name]) -> Option<bool> {

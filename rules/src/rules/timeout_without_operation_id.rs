@@ -8,7 +8,9 @@ use crate::effects::{Effect, EffectKind, Effects};
 use crate::facts::BodyId;
 use crate::fxhash::FxHashSet;
 use crate::ir::{EventKind, Region};
-use crate::kb::names::{is_operation_identity, is_resource_id};
+use crate::kb::names::{
+    is_operation_identity, is_progress_flag, is_resource_id, is_state_column, is_time_column,
+};
 use crate::name::Name;
 use crate::query;
 
@@ -20,6 +22,12 @@ declare_rule! {
     /// names the resource (`seat_id`) but not the operation that scheduled it (reservation,
     /// attempt, generation, version, lease, token, operation id), and whose action writes state
     /// without comparing such an identity.
+    ///
+    /// Also flags a sweep acting on a snapshot: rows selected by state (a read of many rows
+    /// filtered beyond the key: `WHERE status = 'active' AND ends_at < now()`), then written
+    /// one by one by the ids it returned, with no predicate of their own, after a wait — the
+    /// sweep's own tick inside its loop, a sleep, or a remote call made since the selection
+    /// (a mail, a provider call): each row's state may have changed since it was selected.
     ///
     /// ### Why is this bad?
     ///
@@ -61,7 +69,9 @@ declare_rule! {
     /// ### Known problems
     ///
     /// Identities are recognised by name (`reservation_id`, `attempt`, `generation`, `version`,
-    /// `lease`, `token`, ..). A `DelayQueue` consumer or job handler that the crate does not
+    /// `lease`, `token`, ..). A sweep is recognised only when the selection, the wait and the
+    /// write are in one function (or its helpers): a snapshot handed to another function that
+    /// writes it is not followed, nor a write whose only wait is other database work. A `DelayQueue` consumer or job handler that the crate does not
     /// define is not inspected: the payload alone decides.
     pub(crate) static RULE = {
         name: "timeout-without-operation-id",
@@ -72,12 +82,15 @@ declare_rule! {
     };
 }
 
-/// A spawned or scheduled task, or a loop that waits, reads and writes (a sweep).
+/// A spawned or scheduled task, or a body that reads and writes with a wait or a remote call
+/// (a sweep).
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     k.has(EffectKind::Spawn)
         || k.has(EffectKind::Schedule)
-        || k.has(EffectKind::Sleep) && k.has(EffectKind::Read) && k.has(EffectKind::Write)
+        || (k.has(EffectKind::Sleep) || k.has(EffectKind::Remote))
+            && k.has(EffectKind::Read)
+            && k.has(EffectKind::Write)
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -488,6 +501,7 @@ fn references_payload<'e>(effs: impl IntoIterator<Item = &'e Effect>, payload: &
 /// confirmed between the SELECT and the write is overwritten.
 fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let n = cx.body.events.len() as u32;
+    let mut reported: Vec<u32> = Vec::new();
     for l in 0..n {
         if !matches!(
             cx.body.events[l as usize].kind,
@@ -500,38 +514,159 @@ fn sweeps(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         };
         for r in tick + 1..end {
-            let Some(read) = cx.eff(r, EffectKind::Read) else {
-                continue;
-            };
-            if !read.conditional || read.locking || read.table.is_none() {
-                continue;
-            }
-            let derived = query::derived(cx.body, r);
-            let hit = (r + 1..end).find(|&w| {
-                cx.eff(w, EffectKind::Write).is_some_and(|e| {
-                    !e.conditional && !e.insert && !e.in_memory && e.table == read.table
-                }) && match &cx.body.events[w as usize].kind {
-                    EventKind::Call(c) => c
-                        .all_args()
-                        .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))),
-                    _ => false,
-                }
-            });
-            if let Some(w) = hit {
-                let mut d = cx.diag(
-                    &RULE,
+            if let Some(w) = snapshot_write(cx, r, end, |_, _| true) {
+                reported.push(r);
+                out.push(sweep_report(
+                    cx,
                     w,
-                    "sweep writes rows selected at tick start without re-checking the state it selected on".to_string(),
-                );
-                d.primary_label = Some("written by id alone".to_string());
-                d.labels.push(cx.label(tick, "waits for the tick here"));
-                d.labels.push(cx.label(r, "rows selected by state here"));
-                d.help = Some(
-                    "repeat the selection predicate in the write's `WHERE` (`.. AND status = 'held' AND expires_at < now()`) and count the rows it changed, or lock the rows with `FOR UPDATE SKIP LOCKED`".to_string(),
-                );
-                out.push(d);
+                    r,
+                    tick,
+                    "waits for the tick here",
+                    "sweep writes rows selected at tick start without re-checking the state it selected on",
+                ));
                 break;
             }
         }
     }
+    // The same sweep whose tick is elsewhere (a scheduler runs it, a caller loops): rows
+    // selected by state, then written by id one at a time after a remote call or a sleep
+    // made since the selection, so the snapshot is older with every row.
+    for r in 0..n {
+        if reported.contains(&r)
+            || !many_rows(cx, r)
+            || cx
+                .effs(r)
+                .any(|e| e.kind == EffectKind::Read && e.in_memory)
+        {
+            continue;
+        }
+        let slow = |from: u32, to: u32| {
+            (from + 1..to).find(|&g| {
+                cx.has(g, EffectKind::Sleep)
+                    || cx
+                        .effs(g)
+                        .any(|e| e.kind == EffectKind::Remote && !e.by_name)
+            })
+        };
+        // In a loop, what runs after the write in one pass runs before it in the next.
+        let gap = std::cell::Cell::new(None);
+        let found = snapshot_write(cx, r, n, |r, w| {
+            let until = enclosing_loop_end(cx, r, w).unwrap_or(w);
+            match slow(r, until) {
+                Some(g) => {
+                    gap.set(Some(g));
+                    true
+                }
+                None => false,
+            }
+        });
+        if let (Some(w), Some(g)) = (found, gap.get()) {
+            out.push(sweep_report(
+                cx,
+                w,
+                r,
+                g,
+                "the rows selected wait here (a remote call or a sleep) before the write",
+                "rows selected by state are written by id after a wait, without re-checking the state they were selected on",
+            ));
+        }
+    }
+}
+
+/// The first write after the read at `r` (and before `end`) of rows that read selected by
+/// state: a persisted read filtered beyond the key (the selection predicate), not locking, and
+/// a write of the same table by values the read returned (an id), with no predicate of its
+/// own, not an insert, for which `gap(r, w)` holds.
+fn snapshot_write(
+    cx: &RuleCx<'_>,
+    r: u32,
+    end: u32,
+    gap: impl Fn(u32, u32) -> bool,
+) -> Option<u32> {
+    let read = cx.eff(r, EffectKind::Read)?;
+    // Selected by state: a filter beyond the key, or one on a state, flag or time column.
+    let by_state = read.conditional
+        || read
+            .where_cols
+            .iter()
+            .any(|c| is_state_column(c) || is_progress_flag(c) || is_time_column(c));
+    if !by_state || read.locking || read.table.is_none() {
+        return None;
+    }
+    if !cx.state(r).txs.is_empty() && query::serializable(cx.body, 0, end) {
+        return None;
+    }
+    let derived = query::derived(cx.body, r);
+    (r + 1..end).find(|&w| {
+        cx.eff(w, EffectKind::Write)
+            .is_some_and(|e| !e.conditional && !e.insert && !e.in_memory && e.table == read.table)
+            && match &cx.body.events[w as usize].kind {
+                EventKind::Call(c) => {
+                    c.all_args()
+                        .chain(c.steps.iter().flat_map(|s| s.args.iter()))
+                        .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p))))
+                        || c.recv
+                            .first()
+                            .is_some_and(|root| derived.contains(root.as_str()))
+                }
+                _ => false,
+            }
+            && gap(r, w)
+    })
+}
+
+/// The end of the innermost loop that holds event `w` and begins after event `r`.
+fn enclosing_loop_end(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
+    let mut depth = 0u32;
+    for i in (r + 1..w).rev() {
+        match &cx.body.events[i as usize].kind {
+            EventKind::Leave => depth += 1,
+            EventKind::Enter(region) if depth == 0 => {
+                if matches!(region, Region::Loop) {
+                    return Some(cx.region_end(i));
+                }
+            }
+            EventKind::Enter(_) => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A read of many rows (`fetch_all`, `.all(db)`, `load`): a selection, not one row's lookup.
+fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
+    matches!(&cx.body.events[r as usize].kind, EventKind::Call(c)
+        if c.steps.iter().any(|s| crate::apis::MANY_ROWS_STEPS.contains(&s.name.as_str())))
+        || cx
+            .effs(r)
+            .any(|e| e.kind == EffectKind::Read && e.via.is_some() && returns_many(cx, e))
+}
+
+/// A crate helper that reads many rows (its own read is one).
+fn returns_many(cx: &RuleCx<'_>, e: &Effect) -> bool {
+    e.via.is_some_and(|h| {
+        let body = cx.krate.body(h);
+        body.events.iter().any(|ev| {
+            matches!(&ev.kind, EventKind::Call(c)
+            if c.steps.iter().any(|s| crate::apis::MANY_ROWS_STEPS.contains(&s.name.as_str())))
+        })
+    })
+}
+
+fn sweep_report(
+    cx: &RuleCx<'_>,
+    w: u32,
+    r: u32,
+    wait: u32,
+    wait_label: &str,
+    message: &str,
+) -> Diagnostic {
+    let mut d = cx.diag(&RULE, w, message.to_string());
+    d.primary_label = Some("written by id alone".to_string());
+    d.labels.push(cx.label(wait, wait_label));
+    d.labels.push(cx.label(r, "rows selected by state here"));
+    d.help = Some(
+        "repeat the selection predicate in the write's `WHERE` (`.. AND status = 'held' AND expires_at < now()`) and count the rows it changed, or lock the rows with `FOR UPDATE SKIP LOCKED`".to_string(),
+    );
+    d
 }
