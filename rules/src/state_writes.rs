@@ -29,6 +29,55 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
     })
 }
 
+/// The state column a call saves back: the crate's save of a model this body read (`session
+/// .save(db)`, `Membership::save(&member, conn)`) that runs an upsert keyed on the row
+/// (`INSERT .. ON CONFLICT (id) DO UPDATE`, `REPLACE INTO`, diesel's `on_conflict`) — not a new
+/// row, the row read, written back whole with its state column.
+pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Option<&'e Assigned> {
+    if e.kind != EffectKind::Write || !e.upsert || e.delete || e.in_memory {
+        return None;
+    }
+    // The save itself: the callee runs the upsert, not a helper further down.
+    let save = e.via?;
+    if !cx.callees(w).contains(&save)
+        || !cx
+            .krate
+            .effects_of(save)
+            .body
+            .direct
+            .all()
+            .any(|x| x.kind == EffectKind::Write && x.upsert)
+    {
+        return None;
+    }
+    let table = e.table.as_deref()?;
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let roots: Vec<&str> = call
+        .recv
+        .first()
+        .map(|r| r.as_str())
+        .into_iter()
+        .chain(
+            call.all_args()
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p))),
+        )
+        .collect();
+    let read_back = (0..w).any(|r| {
+        cx.effs(r).any(|x| {
+            x.kind == EffectKind::Read && !x.in_memory && x.table.as_deref() == Some(table)
+        }) && {
+            let derived = query::derived(cx.body, r);
+            roots.iter().any(|p| derived.contains(*p))
+        }
+    });
+    if !read_back {
+        return None;
+    }
+    e.sets.iter().find(|a| is_state_column(&a.column))
+}
+
 /// The filter tests more than the key: the state, a version / owner / lease / token, a time,
 /// or that the record is not deleted (`time_deleted IS NULL`, `deleted = false`).
 pub(crate) fn guarded_filter(e: &Effect, column: &str) -> bool {

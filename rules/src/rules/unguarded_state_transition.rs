@@ -8,7 +8,7 @@ use crate::effects::{Assigned, Effect, EffectKind};
 use crate::query;
 use crate::state_writes::{
     guarded_filter, holder_writes, judged_by_callers, moved_state, only_transition, own_new_row,
-    state_read,
+    saved_back_state, state_read,
 };
 
 declare_rule! {
@@ -19,7 +19,10 @@ declare_rule! {
     /// field is set, a Redis `HSET job:{id} state ..` — whose filter holds only the record's key:
     /// no expected current state, no version, generation, owner or lease. A column is a state
     /// column when it is named like one (status, state, stage, phase, step, lifecycle) or is
-    /// assigned an enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`).
+    /// assigned an enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`). A model read
+    /// by the function and saved back whole through the crate's upsert (`session.save(db)` running
+    /// `INSERT .. ON CONFLICT (id) DO UPDATE SET state = excluded.state, ..`) is such an update:
+    /// it writes the state column from the copy read earlier, keyed by the id alone.
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
     /// token, a timestamp, or that the record is not deleted), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
@@ -103,9 +106,13 @@ declare_rule! {
     };
 }
 
-/// A write of a state column.
+/// A write of a state column (or an upsert that may save a model back).
 fn applies(cx: &RuleCx<'_>) -> bool {
-    cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(|e| moved_state(e).is_some())
+    cx.kinds().has(EffectKind::Write)
+        && cx
+            .effects()
+            .any_order()
+            .any(|e| moved_state(e).is_some() || e.upsert && e.via.is_some())
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -116,7 +123,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
     for w in 0..cx.body.events.len() as u32 {
         for e in cx.effs(w) {
-            let Some(state) = moved_state(e) else {
+            // A model read here and saved back whole is judged here: its save method cannot
+            // tell a new row from the one read.
+            let saved_back = saved_back_state(cx, w, e);
+            let Some(state) = moved_state(e).or(saved_back) else {
                 continue;
             };
             if guarded_filter(e, &state.column)
@@ -128,6 +138,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             // A write gained from a helper that runs on its own connection was judged in the
             // helper.
             if let Some(helper) = e.via
+                && saved_back.is_none()
                 && !judged_by_callers(cx.krate.effects_of(helper).body)
             {
                 continue;
