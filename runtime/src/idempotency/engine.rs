@@ -7,7 +7,7 @@ use super::failure::{Classify, FailureKind};
 use super::fingerprint::Fingerprint;
 use super::key::{IdempotencyKey, RecordKey};
 use super::record::{Attempt, ClaimRequest, Outcome, Record, State, Transition};
-use super::store::IdempotencyStore;
+use super::store::{IdempotencyStore, StoreError};
 use super::token;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -168,7 +168,15 @@ impl<S: IdempotencyStore> Idempotency<S> {
             let deadline = wait.map(|w| tokio::time::Instant::now() + w);
             let mut pause = config.poll;
             loop {
-                let record = self.inner.store.claim(&request).await?;
+                // A claim is safe to repeat: if the first attempt was applied before its
+                // connection failed, the second finds the record owned by this request.
+                let record = match self.inner.store.claim(&request).await {
+                    Ok(record) => record,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "idempotency claim failed; retrying once");
+                        self.inner.store.claim(&request).await?
+                    }
+                };
                 tracing::Span::current().record("fence", record.fence);
                 match self.decide(&record, &request) {
                     Decision::Run => {
@@ -395,10 +403,7 @@ impl<S: IdempotencyStore> Guard<S> {
                         body.len()
                     ))
                 } else {
-                    match store
-                        .finish(&attempt, Outcome::Success(&body), self.retention_ms)
-                        .await
-                    {
+                    match self.finish_twice(Outcome::Success(&body)).await {
                         Ok(t) => Ok(t),
                         // The effect is done: a retry must not run it again. If the store
                         // takes a small UNKNOWN, it refused this response, not the connection
@@ -422,6 +427,10 @@ impl<S: IdempotencyStore> Guard<S> {
                                 tracing::warn!(%reason, "idempotency unknown: response not stored");
                                 Ok(value)
                             }
+                            // A failed attempt above was applied after all: stored.
+                            Ok(Transition::Fenced) if self.stored_as(State::Success).await => {
+                                Ok(value)
+                            }
                             Ok(Transition::Fenced) => {
                                 tracing::warn!("idempotency fenced: completion rejected");
                                 Err(from(IdempotencyError::Fenced))
@@ -439,7 +448,7 @@ impl<S: IdempotencyStore> Guard<S> {
                     FailureKind::Permanent => Outcome::Failed(&body),
                     FailureKind::Unknown => Outcome::Unknown(&body),
                 };
-                match store.finish(&attempt, outcome, self.retention_ms).await {
+                match self.finish_twice(outcome).await {
                     Ok(Transition::Applied) => match kind {
                         FailureKind::Unknown => tracing::warn!("idempotency unknown"),
                         FailureKind::Permanent => tracing::info!("idempotency failed"),
@@ -452,6 +461,56 @@ impl<S: IdempotencyStore> Guard<S> {
                 }
                 Err(error)
             }
+        }
+    }
+}
+
+impl<S: IdempotencyStore> Guard<S> {
+    /// One completion, tried a second time on a store error (a connection killed mid-call:
+    /// the pools skip their ping, so a dead connection is found by the statement). When the
+    /// first attempt was applied before its answer was lost, the second reports `Fenced`: a
+    /// read tells that case from a real takeover.
+    async fn finish_twice(&self, outcome: Outcome<'_>) -> Result<Transition, StoreError> {
+        let store = &self.handle.engine.inner.store;
+        let attempt = self.handle.attempt();
+        let first = match store.finish(&attempt, outcome, self.retention_ms).await {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        tracing::debug!(error = %first, "idempotency completion failed; retrying once");
+        match store.finish(&attempt, outcome, self.retention_ms).await? {
+            Transition::Fenced if self.applied(outcome).await => Ok(Transition::Applied),
+            done => Ok(done),
+        }
+    }
+
+    /// Whether the record shows `outcome` written by this owner (a completion whose answer was
+    /// lost).
+    async fn applied(&self, outcome: Outcome<'_>) -> bool {
+        match outcome {
+            Outcome::Success(_) => self.stored_as(State::Success).await,
+            Outcome::Failed(_) => self.stored_as(State::Failed).await,
+            Outcome::Unknown(_) => self.stored_as(State::Unknown).await,
+            Outcome::Release => match self.handle.engine.inner.store.get(&self.handle.key).await {
+                Ok(None) => self.handle.fence == 1,
+                Ok(Some(r)) => {
+                    r.fence == self.handle.fence
+                        && r.owner == self.handle.owner
+                        && r.state == State::Processing
+                        && r.lease_expires_at <= r.now
+                }
+                Err(_) => false,
+            },
+        }
+    }
+
+    /// Whether the record is in `state`, written by this owner under this fence.
+    async fn stored_as(&self, state: State) -> bool {
+        match self.handle.engine.inner.store.get(&self.handle.key).await {
+            Ok(Some(r)) => {
+                r.state == state && r.fence == self.handle.fence && r.owner == self.handle.owner
+            }
+            _ => false,
         }
     }
 }

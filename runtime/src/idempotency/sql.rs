@@ -14,6 +14,14 @@ pub(crate) struct Dialect {
     pub big_int: &'static str,
     /// The two-argument maximum (`MAX` in SQLite, `GREATEST` in PostgreSQL).
     pub greatest: &'static str,
+    /// What a row-picking subquery appends so that concurrent reconcilers pick different rows
+    /// (`FOR UPDATE SKIP LOCKED` in PostgreSQL; nothing in SQLite, which has one writer).
+    pub skip_locked: &'static str,
+    /// Whether the store opens a claim with one statement that inserts a new record or reads an
+    /// existing one without writing it (PostgreSQL: `INSERT .. ON CONFLICT DO NOTHING` in a
+    /// `WITH`, read-only on a conflict). SQLite takes its writer lock for any `INSERT`, so it
+    /// reads with a plain `SELECT` first.
+    pub insert_or_read: bool,
 }
 
 /// Every statement a store runs, for one table.
@@ -21,6 +29,10 @@ pub(crate) struct Dialect {
 pub(crate) struct Statements {
     pub create_table: Arc<str>,
     pub create_index: Arc<str>,
+    /// The first statement of a claim where the dialect has it: inserts a new record, or
+    /// returns the existing one with `claimed = false` and writes nothing.
+    pub insert_or_read: Option<Arc<str>>,
+    /// The compare-and-set upsert: creates, takes over, or returns the record unchanged.
     pub claim: Arc<str>,
     pub finish: Arc<str>,
     pub release: Arc<str>,
@@ -108,7 +120,25 @@ impl Statements {
             ]
             .join(", "),
         );
+        let insert_or_read = format!(
+            "WITH ins AS (INSERT INTO {table} (handler, tenant, idem_key, record_id, fingerprint, \
+             state, owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
+             VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
+             {now} + {p8}, NULL, {now}, {now}) \
+             ON CONFLICT (handler, tenant, idem_key) DO NOTHING RETURNING {COLUMNS}) \
+             SELECT {COLUMNS}, {now} AS now FROM ins \
+             UNION ALL SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}",
+            p1 = p(1),
+            p2 = p(2),
+            p3 = p(3),
+            p4 = p(4),
+            p5 = p(5),
+            p6 = p(6),
+            p7 = p(7),
+            p8 = p(8),
+        );
         Statements {
+            insert_or_read: d.insert_or_read.then(|| insert_or_read.into()),
             create_table: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (\
                  handler TEXT NOT NULL, tenant TEXT NOT NULL, idem_key TEXT NOT NULL, \
@@ -126,8 +156,8 @@ impl Statements {
             claim: claim.into(),
             finish: format!(
                 "UPDATE {table} SET state = {p5}, response = {p6}, expires_at = {now} + {p7}, \
-                 updated_at = {now} WHERE {pk} AND fence = {p4} AND owner = {p8} \
-                 AND state = 'PROCESSING'",
+                 lease_expires_at = {now}, updated_at = {now} \
+                 WHERE {pk} AND fence = {p4} AND owner = {p8} AND state = 'PROCESSING'",
                 p4 = p(4),
                 p5 = p(5),
                 p6 = p(6),
@@ -158,10 +188,17 @@ impl Statements {
             )
             .into(),
             get: format!("SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}").into(),
+            // Reserved by moving the (unused) lease: a second reconciler skips these rows.
             unknown: format!(
-                "SELECT {COLUMNS}, {now} AS now FROM {table} WHERE state = 'UNKNOWN' \
-                 ORDER BY updated_at LIMIT {}",
-                p(1)
+                "UPDATE {table} SET lease_expires_at = {now} + {p2} \
+                 WHERE (handler, tenant, idem_key) IN (SELECT handler, tenant, idem_key \
+                 FROM {table} WHERE state = 'UNKNOWN' AND lease_expires_at <= {now} \
+                 ORDER BY updated_at LIMIT {p1}{skip}) \
+                 AND state = 'UNKNOWN' AND lease_expires_at <= {now} \
+                 RETURNING {COLUMNS}, {now} AS now",
+                p1 = p(1),
+                p2 = p(2),
+                skip = d.skip_locked,
             )
             .into(),
             resolve: format!(
@@ -175,7 +212,7 @@ impl Statements {
             .into(),
             // Strictly after every other UNKNOWN record, also within one millisecond.
             defer: format!(
-                "UPDATE {table} SET updated_at = {greatest}({now}, \
+                "UPDATE {table} SET lease_expires_at = {now}, updated_at = {greatest}({now}, \
                  (SELECT COALESCE(MAX(u.updated_at), 0) + 1 FROM {table} u WHERE u.state = 'UNKNOWN')) \
                  WHERE {pk} AND fence = {} AND state = 'UNKNOWN'",
                 p(4),
@@ -229,6 +266,35 @@ macro_rules! sql_store {
                 r: &$crate::idempotency::record::ClaimRequest<'_>,
             ) -> Result<$crate::idempotency::record::Record, $crate::idempotency::store::StoreError>
             {
+                // Read first: a replay, an "in progress" or a mismatch writes nothing. Only a
+                // new key or a record that may be taken over goes on to the upsert, which
+                // decides again under the row lock.
+                let first = if let Some(sql) = &self.sql.insert_or_read {
+                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                        .bind(&r.key.handler)
+                        .bind(&r.key.tenant)
+                        .bind(&r.key.key)
+                        .bind(r.record_id)
+                        .bind(r.fingerprint)
+                        .bind(r.owner)
+                        .bind(r.lease_ms)
+                        .bind(r.retention_ms)
+                        .fetch_optional(&self.pool)
+                        .await?
+                } else {
+                    sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
+                        .bind(&r.key.handler)
+                        .bind(&r.key.tenant)
+                        .bind(&r.key.key)
+                        .fetch_optional(&self.pool)
+                        .await?
+                };
+                if let Some(row) = first {
+                    let record = $crate::idempotency::sql::decode(&row)?;
+                    if !r.may_take(&record) {
+                        return Ok(record);
+                    }
+                }
                 let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
                     .bind(&r.key.handler)
                     .bind(&r.key.tenant)
@@ -339,12 +405,14 @@ macro_rules! sql_store {
             async fn unknown(
                 &self,
                 limit: u32,
+                reserve_ms: i64,
             ) -> Result<
                 Vec<$crate::idempotency::record::Record>,
                 $crate::idempotency::store::StoreError,
             > {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(self.sql.unknown.clone()))
                     .bind(i64::from(limit))
+                    .bind(reserve_ms)
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map($crate::idempotency::sql::decode).collect()

@@ -13,6 +13,8 @@ const DIALECT: Dialect = Dialect {
     now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     big_int: "INTEGER",
     greatest: "MAX",
+    skip_locked: "",
+    insert_or_read: false,
 };
 
 /// Idempotency records in a SQLite table.
@@ -41,8 +43,10 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(30));
+        // No ping before each statement (sqlx's default): a file does not drop connections.
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         let store = SqliteStore::new(pool, table)?;

@@ -88,10 +88,17 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         key: &RecordKey,
     ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
-    /// Up to `limit` UNKNOWN records, oldest first.
-    fn unknown(&self, limit: u32) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
+    /// Reserves and returns up to `limit` UNKNOWN records that no reconciler holds, longest
+    /// untouched first: each is held for `reserve_ms` (its lease, unused in UNKNOWN), so that
+    /// another reconciler's call skips it and the resolver is asked once. One atomic statement.
+    fn unknown(
+        &self,
+        limit: u32,
+        reserve_ms: i64,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
 
-    /// UNKNOWN → SUCCESS / FAILED on `(key, fence, UNKNOWN)`.
+    /// UNKNOWN → SUCCESS / FAILED on `(key, fence, UNKNOWN)`; [`Resolved::Deferred`] keeps it
+    /// UNKNOWN, moves it behind every other UNKNOWN record and ends its reservation.
     fn resolve(
         &self,
         key: &RecordKey,

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod wire;
+
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "postgres")]
 use staleguard::idempotency::PostgresStore;
