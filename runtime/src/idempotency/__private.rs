@@ -40,8 +40,12 @@ where
     };
     match outcome {
         Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
-        Ok(Begun::Replay(Ok(body))) => ControlFlow::Break((response.decode)(&body).map_err(codec)),
+        Ok(Begun::Replay(Ok(body))) => {
+            super::replayed::note();
+            ControlFlow::Break((response.decode)(&body).map_err(codec))
+        }
         Ok(Begun::Replay(Err(body))) => {
+            super::replayed::note();
             ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
         }
         Err(e) => ControlFlow::Break(Err(from(e))),

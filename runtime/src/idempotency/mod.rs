@@ -38,6 +38,7 @@ mod postgres;
 mod reaper;
 mod reconciler;
 mod record;
+mod replayed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
