@@ -128,6 +128,43 @@ async fn postgres_store_keeps_the_lease_contract_and_fences() {
     pg.finish().await;
 }
 
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_keeps_the_lease_contract_and_fences() {
+    use staleguard::lease::RedisLeaseStore;
+    let Some(url) = fenced_support::redis_url("redis_store_keeps_the_lease_contract_and_fences")
+    else {
+        return;
+    };
+    let prefix = fenced_support::unique_name("sg_lease");
+    let store = RedisLeaseStore::connect(&url, &prefix).await.unwrap();
+    lease_contract(&store).await;
+
+    // A value written with a token is refused as soon as a newer holder has acquired, before
+    // that holder writes anything.
+    let short = Duration::from_millis(50);
+    let target = format!("{prefix}:value");
+    let old = store.acquire("res:v", "old", short).await.unwrap();
+    store
+        .fenced_set("res:v", old.token(), &target, "from old")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let new = store.acquire("res:v", "new", TTL).await.unwrap();
+    match store
+        .fenced_set("res:v", old.token(), &target, "late")
+        .await
+    {
+        Err(FenceError::Fenced(f)) => assert_eq!(f.current, Some(new.token())),
+        other => panic!("the expired holder was not fenced: {other:?}"),
+    }
+    store
+        .fenced_set("res:v", new.token(), &target, "from new")
+        .await
+        .unwrap();
+    fenced_support::drop_redis_prefix(&url, &prefix).await;
+}
+
 /// Many owners racing for one resource: at most one holds it at a time, and each grant's
 /// token is new.
 async fn racing_owners_never_share_a_token(store: &(impl LeaseStore + Clone + 'static)) {

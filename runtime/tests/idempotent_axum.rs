@@ -274,6 +274,20 @@ macro_rules! on_every_store {
                 }
             )*
         }
+
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    use super::idempotent_support::*;
+                    let Some(url) = redis_url(concat!("axum redis::", stringify!($scenario))) else { return };
+                    let engine = redis_store(&url, Default::default()).await;
+                    super::$scenario(engine.store().clone()).await;
+                    drop_redis_prefix(&url, engine.store().prefix()).await;
+                }
+            )*
+        }
     };
 }
 

@@ -737,6 +737,20 @@ macro_rules! suite {
                 }
             )*
         }
+
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    let Some(url) = super::redis_url(concat!("redis::", stringify!($check))) else { return };
+                    let engine = super::redis_store(&url, Default::default()).await;
+                    let fixture = super::Fixture::new(engine.store().clone());
+                    super::$check(&fixture).await;
+                    super::drop_redis_prefix(&url, engine.store().prefix()).await;
+                }
+            )*
+        }
     };
 }
 

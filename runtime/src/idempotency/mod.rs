@@ -38,6 +38,8 @@ mod postgres;
 mod reaper;
 mod reconciler;
 mod record;
+#[cfg(feature = "redis")]
+mod redis;
 mod replayed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
@@ -65,6 +67,8 @@ pub use postgres::PostgresStore;
 pub use reaper::Reaper;
 pub use reconciler::{Reconciler, Resolution, UnknownRecord};
 pub use record::{Attempt, ClaimRequest, Outcome, Record, Resolved, State, Transition};
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{IdempotencyStore, StoreError};

@@ -111,6 +111,41 @@ pub mod pg {
     }
 }
 
+/// The Redis URL, or `None` (after saying why) when `STALEGUARD_TEST_REDIS_URL` is unset; under
+/// CI (`CI` set) a missing URL fails the test instead of skipping it silently.
+pub fn redis_url(test: &str) -> Option<String> {
+    match std::env::var("STALEGUARD_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+                "{test}: CI is set but STALEGUARD_TEST_REDIS_URL is not: the Redis store would go untested"
+            );
+            eprintln!("skipping the Redis part of `{test}`: STALEGUARD_TEST_REDIS_URL is unset");
+            None
+        }
+    }
+}
+
+/// Deletes every key under `prefix` (a test's own).
+#[cfg(feature = "redis")]
+pub async fn drop_redis_prefix(url: &str, prefix: &str) {
+    let client = redis::Client::open(url).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for key in keys {
+        let _: () = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+}
+
 /// Retries `op` while the lease is held by someone else: the caller's durable retry, which
 /// `#[fenced]` leaves to the caller (liveness is not its job). Other outcomes are returned.
 pub async fn retry_while_held<T, E, F, Fut>(mut op: F) -> Result<T, E>

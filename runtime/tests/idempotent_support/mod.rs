@@ -48,6 +48,54 @@ pub fn postgres_url(test: &str) -> Option<String> {
     }
 }
 
+/// The Redis URL, or `None` (after saying why) when `STALEGUARD_TEST_REDIS_URL` is unset; under
+/// CI (`CI` set) a missing URL fails the test instead.
+pub fn redis_url(test: &str) -> Option<String> {
+    match std::env::var("STALEGUARD_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+                "{test}: CI is set but STALEGUARD_TEST_REDIS_URL is not: the Redis store would go untested"
+            );
+            println!("skipping {test}: STALEGUARD_TEST_REDIS_URL is not set");
+            None
+        }
+    }
+}
+
+/// A Redis store under a key prefix of its own.
+#[cfg(feature = "redis")]
+pub async fn redis_store(
+    url: &str,
+    config: Config,
+) -> Idempotency<staleguard::idempotency::RedisStore> {
+    let prefix = unique("sg_idem");
+    let store = staleguard::idempotency::RedisStore::connect(url, &prefix)
+        .await
+        .unwrap();
+    Idempotency::with_config(store, config)
+}
+
+/// Deletes every key under `prefix` (a test's own).
+#[cfg(feature = "redis")]
+pub async fn drop_redis_prefix(url: &str, prefix: &str) {
+    let client = redis::Client::open(url).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for key in keys {
+        let _: () = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+}
+
 /// A scratch SQLite file (on tmpfs when available), removed on drop.
 pub struct ScratchFile(pub PathBuf);
 
@@ -168,6 +216,21 @@ pub enum Ledger {
 }
 
 impl Ledger {
+    /// A ledger in a scratch SQLite file of its own (for the stores that are not SQL).
+    pub async fn scratch() -> (Ledger, ScratchFile) {
+        let file = ScratchFile::new("ledger");
+        let pool = sqlx::SqlitePool::connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&file.0)
+                .create_if_missing(true)
+                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                .busy_timeout(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+        (Ledger::sqlite(pool).await, file)
+    }
+
     pub async fn sqlite(pool: sqlx::SqlitePool) -> Ledger {
         let table = unique("ledger");
         let sql = format!(
