@@ -320,6 +320,38 @@ impl Ledger {
         }
     }
 
+    /// The fence under which the effect keyed `effect_key` happened, if it did (what a
+    /// downstream that deduplicates on the key answers a repeated request with).
+    pub async fn effect_fence(&self, effect_key: &str) -> Result<Option<i64>, AppError> {
+        let found = match self {
+            Ledger::Sqlite(pool, table) => {
+                let sql = format!("SELECT fence FROM {table} WHERE effect_key = ?1");
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(effect_key)
+                    .fetch_optional(pool)
+                    .await
+            }
+            #[cfg(feature = "postgres")]
+            Ledger::Postgres(pool, table) => {
+                let sql = format!("SELECT fence FROM {table} WHERE effect_key = $1");
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(effect_key)
+                    .fetch_optional(pool)
+                    .await
+            }
+        };
+        found.map_err(|e| AppError::Ledger(e.to_string()))
+    }
+
+    /// The ledger's table name.
+    pub fn table(&self) -> &str {
+        match self {
+            Ledger::Sqlite(_, table) => table,
+            #[cfg(feature = "postgres")]
+            Ledger::Postgres(_, table) => table,
+        }
+    }
+
     /// Effects recorded for `order`, with their fences, in insertion order.
     pub async fn effects(&self, order: &str) -> Vec<i64> {
         match self {
