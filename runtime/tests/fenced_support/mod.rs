@@ -146,6 +146,53 @@ pub async fn drop_redis_prefix(url: &str, prefix: &str) {
     }
 }
 
+/// The environment variable that makes a story test run with the fence check switched off.
+pub const MUTANT: &str = "STALEGUARD_MUTANT";
+
+/// Switches the fence checks off in this process when it runs as the mutation check's child
+/// (`STALEGUARD_MUTANT=no-fence`); otherwise does nothing. Story tests call it first.
+pub fn mutant_switch() {
+    if std::env::var(MUTANT).is_ok_and(|v| v == "no-fence") {
+        #[cfg(feature = "mutation-testing")]
+        staleguard::fence::__mutation::disable_fence_checks();
+        #[cfg(not(feature = "mutation-testing"))]
+        panic!("{MUTANT} needs the `mutation-testing` feature");
+    }
+}
+
+/// Whether the PostgreSQL URL is set (under CI a missing one fails `test`).
+pub fn postgres_url_for(test: &str) -> bool {
+    match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => true,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+                "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
+            );
+            false
+        }
+    }
+}
+
+/// Runs the test `story` of this binary in a child process with the fence checks switched
+/// off, and requires it to fail (and to pass with them on, in this process's own run).
+pub fn assert_fails_without_the_fence(story: &str) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([story, "--exact", "--test-threads=1"])
+        .env(MUTANT, "no-fence")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("running 1 test"),
+        "the mutant run did not find `{story}`:\n{stdout}"
+    );
+    assert!(
+        !output.status.success() && stdout.contains(&format!("test {story} ... FAILED")),
+        "`{story}` still passes with the fence check switched off: it does not test the fence\n{stdout}"
+    );
+}
+
 /// Retries `op` while the lease is held by someone else: the caller's durable retry, which
 /// `#[fenced]` leaves to the caller (liveness is not its job). Other outcomes are returned.
 pub async fn retry_while_held<T, E, F, Fut>(mut op: F) -> Result<T, E>
