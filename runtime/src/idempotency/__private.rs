@@ -1,9 +1,12 @@
 //! What `#[idempotent]` expands into. Not a public API: names and shapes change freely.
 
-use super::engine::{AsIdempotency, Begun, Call, ErrorCodec, Guard, Idempotency, ResponseCodec};
+use super::engine::{
+    AsIdempotency, Begun, BegunLocal, Call, ErrorCodec, Guard, Idempotency, LocalGuard,
+    ResponseCodec,
+};
 use super::error::IdempotencyError;
 use super::fingerprint::Fingerprinter;
-use super::store::IdempotencyStore;
+use super::store::{IdempotencyStore, LocalStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::ops::ControlFlow;
@@ -45,6 +48,40 @@ where
             ControlFlow::Break((response.decode)(&body).map_err(codec))
         }
         Ok(Begun::Replay(Err(body))) => {
+            super::replayed::note();
+            ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
+        }
+        Err(e) => ControlFlow::Break(Err(from(e))),
+    }
+}
+
+/// [`begin`] for the one-transaction mode: the guard and the transaction for the body.
+pub async fn begin_local<S, T, E>(
+    engine: &Idempotency<S>,
+    call: Result<Call, IdempotencyError>,
+    response: &ResponseCodec<T>,
+    error: &ErrorCodec<E>,
+) -> ControlFlow<Result<T, E>, (LocalGuard<S>, S::Tx)>
+where
+    S: LocalStore,
+{
+    let outcome = match call {
+        Ok(call) => engine.begin_local(call).await,
+        Err(e) => Err(e),
+    };
+    let from = error.from;
+    let codec = |e: serde_json::Error| {
+        from(IdempotencyError::Codec {
+            reason: e.to_string(),
+        })
+    };
+    match outcome {
+        Ok(BegunLocal::Run(guard, tx)) => ControlFlow::Continue((guard, tx)),
+        Ok(BegunLocal::Replay(Ok(body))) => {
+            super::replayed::note();
+            ControlFlow::Break((response.decode)(&body).map_err(codec))
+        }
+        Ok(BegunLocal::Replay(Err(body))) => {
             super::replayed::note();
             ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
         }

@@ -54,8 +54,8 @@ pub mod __private;
 pub mod axum;
 
 pub use engine::{
-    AsIdempotency, Begun, Call, ClaimHandle, Config, ErrorCodec, FailedPolicy, Guard, Idempotency,
-    ResponseCodec,
+    AsIdempotency, Begun, BegunLocal, Call, ClaimHandle, Config, ErrorCodec, FailedPolicy, Guard,
+    Idempotency, LocalGuard, ResponseCodec,
 };
 pub use error::IdempotencyError;
 pub use failure::{Classify, FailureKind};
@@ -71,4 +71,4 @@ pub use record::{Attempt, ClaimRequest, Outcome, Record, Resolved, State, Transi
 pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use store::{IdempotencyStore, StoreError};
+pub use store::{IdempotencyStore, LocalStore, StoreError};

@@ -2,7 +2,7 @@
 //! `INSERT .. ON CONFLICT DO UPDATE .. RETURNING`, so concurrent duplicates queue on the row lock
 //! and each sees the committed winner: no gap between "insert failed" and "read the record".
 
-use super::sql::{Dialect, Statements, check_table_name, sql_store};
+use super::sql::{Dialect, Statements, check_table_name, sql_local_store, sql_store};
 use super::store::StoreError;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use std::sync::Arc;
@@ -80,3 +80,4 @@ impl PostgresStore {
 }
 
 sql_store!(PostgresStore, sqlx::Postgres);
+sql_local_store!(PostgresStore, sqlx::Postgres, begin());

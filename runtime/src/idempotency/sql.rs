@@ -471,6 +471,95 @@ macro_rules! sql_store {
 }
 pub(crate) use sql_store;
 
+/// Implements [`LocalStore`](super::store::LocalStore) for a sqlx pool type: the pool method
+/// call after the type opens the transaction (SQLite takes its writer lock at once, so that the read and the insert of the
+/// claim cannot meet another writer's commit in between).
+macro_rules! sql_local_store {
+    ($store:ident, $db:ty, $($begin:tt)+) => {
+        impl $crate::idempotency::store::LocalStore for $store {
+            type Tx = sqlx::Transaction<'static, $db>;
+
+            async fn claim_in_transaction(
+                &self,
+                r: &$crate::idempotency::record::ClaimRequest<'_>,
+            ) -> Result<
+                ($crate::idempotency::record::Record, Self::Tx),
+                $crate::idempotency::store::StoreError,
+            > {
+                let mut tx = self.pool.$($begin)+.await?;
+                let first = if let Some(sql) = &self.sql.insert_or_read {
+                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                        .bind(&r.key.handler)
+                        .bind(&r.key.tenant)
+                        .bind(&r.key.key)
+                        .bind(r.record_id)
+                        .bind(r.fingerprint)
+                        .bind(r.owner)
+                        .bind(r.lease_ms)
+                        .bind(r.retention_ms)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                } else {
+                    sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
+                        .bind(&r.key.handler)
+                        .bind(&r.key.tenant)
+                        .bind(&r.key.key)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                };
+                if let Some(row) = first {
+                    let record = $crate::idempotency::sql::decode(&row)?;
+                    if !r.may_take(&record) {
+                        return Ok((record, tx));
+                    }
+                }
+                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
+                    .bind(&r.key.handler)
+                    .bind(&r.key.tenant)
+                    .bind(&r.key.key)
+                    .bind(r.record_id)
+                    .bind(r.fingerprint)
+                    .bind(r.owner)
+                    .bind(r.lease_ms)
+                    .bind(r.retention_ms)
+                    .bind(r.retry_failed)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                Ok(($crate::idempotency::sql::decode(&row)?, tx))
+            }
+
+            async fn complete_in_transaction(
+                &self,
+                mut tx: Self::Tx,
+                a: &$crate::idempotency::record::Attempt<'_>,
+                response: &str,
+                retention_ms: i64,
+            ) -> Result<
+                $crate::idempotency::record::Transition,
+                $crate::idempotency::store::StoreError,
+            > {
+                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
+                    .bind(&a.key.handler)
+                    .bind(&a.key.tenant)
+                    .bind(&a.key.key)
+                    .bind(a.fence)
+                    .bind($crate::idempotency::record::State::Success.as_str())
+                    .bind(response)
+                    .bind(retention_ms)
+                    .bind(a.owner)
+                    .execute(&mut *tx)
+                    .await?;
+                let done = $crate::idempotency::record::Transition::from_rows(done.rows_affected());
+                if done == $crate::idempotency::record::Transition::Applied {
+                    tx.commit().await?;
+                }
+                Ok(done)
+            }
+        }
+    };
+}
+pub(crate) use sql_local_store;
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,7 +1,7 @@
 //! The SQLite store (the embedded default, SQLite bundled): one table, one statement per
 //! operation; SQLite serialises writers, so a claim never races another claim.
 
-use super::sql::{Dialect, Statements, check_table_name, sql_store};
+use super::sql::{Dialect, Statements, check_table_name, sql_local_store, sql_store};
 use super::store::StoreError;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use std::path::Path;
@@ -71,3 +71,4 @@ impl SqliteStore {
 }
 
 sql_store!(SqliteStore, sqlx::Sqlite);
+sql_local_store!(SqliteStore, sqlx::Sqlite, begin_with("BEGIN IMMEDIATE"));

@@ -111,3 +111,36 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     /// Returns how many were deleted.
     fn reap(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
+
+/// A store whose records live in the same database as the handler's own data: the
+/// one-transaction mode (`#[idempotent(tx = tx, ..)]`). The claim, the body's writes (through
+/// the transaction handed to the body) and the completion commit together; a failure rolls all
+/// of them back; a duplicate waits on the claimed row's lock (or gets "in progress" when the
+/// record is held by a claim of the other mode).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold the claim in the body's transaction",
+    label = "`tx = ..` (the one-transaction mode) needs a store in the database of the body's writes",
+    note = "use a `PostgresStore` or a `SqliteStore` on that database, or drop `tx = ..`"
+)]
+pub trait LocalStore: IdempotencyStore {
+    /// The transaction handed to the body.
+    type Tx: Send + 'static;
+
+    /// Opens a transaction and claims in it, as [`IdempotencyStore::claim`] does: the new
+    /// record is visible to nobody until the commit, and a concurrent claim of the same key
+    /// waits for it.
+    fn claim_in_transaction(
+        &self,
+        request: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<(Record, Self::Tx), StoreError>> + Send;
+
+    /// PROCESSING → SUCCESS on `(key, fence, owner, PROCESSING)` in `tx`, then commits `tx`.
+    /// `Fenced` rolls back.
+    fn complete_in_transaction(
+        &self,
+        tx: Self::Tx,
+        attempt: &Attempt<'_>,
+        response: &str,
+        retention_ms: i64,
+    ) -> impl Future<Output = Result<Transition, StoreError>> + Send;
+}
