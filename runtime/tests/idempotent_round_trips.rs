@@ -2,8 +2,9 @@
 //!
 //! PostgreSQL: the store's own pool (`PostgresStore::connect`) talks to the server through a
 //! counting proxy (`idempotent_support::wire`), which counts the server's `ReadyForQuery`
-//! messages: a new key costs 2 round trips (claim, completion), a replay 1 and an "in progress"
-//! answer 1, with no pool ping; a replay or an "in progress" answer leaves the row's version
+//! messages: a new key costs 3 statements (read, insert, completion), a replay 1 and an "in
+//! progress" answer 1, with no ping before them (sqlx pings each connection on its way back to
+//! the pool, after the answer); a replay or an "in progress" answer leaves the row's version
 //! (`xmin`) as it was: they write nothing. SQLite: a replay and an "in progress" answer finish
 //! while another connection holds the writer lock, so they do not need it.
 
@@ -142,8 +143,8 @@ async fn postgres_round_trips_on_the_wire() {
     complete(&held, "k1").await;
     assert_eq!(
         counted().await,
-        trips(2, 2),
-        "a new key: the claim and the completion, each followed by sqlx's release ping"
+        trips(3, 3),
+        "a new key: the read, the insert and the completion, each followed by sqlx's release ping"
     );
 
     let version = xmin("k1").await;
@@ -179,7 +180,7 @@ async fn postgres_round_trips_on_the_wire() {
     assert_eq!(
         counted().await,
         trips(2, 2),
-        "a takeover: the read and the compare-and-set"
+        "a takeover: the read and the compare-and-set upsert"
     );
 
     // sqlx's default pool pings each connection it hands out: one more round trip for each
@@ -203,7 +204,7 @@ async fn postgres_round_trips_on_the_wire() {
     complete(&pinging, "k4").await;
     assert_eq!(
         settled().await,
-        trips(2, 4),
+        trips(3, 6),
         "sqlx's default pool: a ping before and after each statement"
     );
 

@@ -257,7 +257,8 @@ where
 }
 
 /// Implements [`IdempotencyStore`](super::store::IdempotencyStore) for a sqlx pool type; the
-/// SQLite and PostgreSQL stores differ only in their [`Dialect`].
+/// SQLite and PostgreSQL stores differ only in their [`Dialect`] (and in the pool a successful
+/// completion is written through: `success_pool()`).
 macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         impl $crate::idempotency::store::IdempotencyStore for $store {
@@ -266,30 +267,35 @@ macro_rules! sql_store {
                 r: &$crate::idempotency::record::ClaimRequest<'_>,
             ) -> Result<$crate::idempotency::record::Record, $crate::idempotency::store::StoreError>
             {
-                // Read first: a replay, an "in progress" or a mismatch writes nothing. Only a
-                // new key or a record that may be taken over goes on to the upsert, which
-                // decides again under the row lock.
-                let first = if let Some(sql) = &self.sql.insert_or_read {
-                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                        .bind(&r.key.handler)
-                        .bind(&r.key.tenant)
-                        .bind(&r.key.key)
-                        .bind(r.record_id)
-                        .bind(r.fingerprint)
-                        .bind(r.owner)
-                        .bind(r.lease_ms)
-                        .bind(r.retention_ms)
-                        .fetch_optional(&self.pool)
-                        .await?
-                } else {
-                    sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
-                        .bind(&r.key.handler)
-                        .bind(&r.key.tenant)
-                        .bind(&r.key.key)
-                        .fetch_optional(&self.pool)
-                        .await?
+                // Read first: a replay, an "in progress" or a mismatch is this one read and
+                // writes nothing. A new key is inserted (PostgreSQL: by a statement that reads
+                // the winner instead when a concurrent claim inserted it first); only a record
+                // that may be taken over, or a lost race, goes on to the upsert, which decides
+                // again under the row lock.
+                let found = sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
+                    .bind(&r.key.handler)
+                    .bind(&r.key.tenant)
+                    .bind(&r.key.key)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let found = match (found, &self.sql.insert_or_read) {
+                    (Some(row), _) => Some(row),
+                    (None, Some(sql)) => {
+                        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                            .bind(&r.key.handler)
+                            .bind(&r.key.tenant)
+                            .bind(&r.key.key)
+                            .bind(r.record_id)
+                            .bind(r.fingerprint)
+                            .bind(r.owner)
+                            .bind(r.lease_ms)
+                            .bind(r.retention_ms)
+                            .fetch_optional(&self.pool)
+                            .await?
+                    }
+                    (None, None) => None,
                 };
-                if let Some(row) = first {
+                if let Some(row) = found {
                     let record = $crate::idempotency::sql::decode(&row)?;
                     if !r.may_take(&record) {
                         return Ok(record);
@@ -346,6 +352,11 @@ macro_rules! sql_store {
                         ));
                     }
                 };
+                let pool = if state == State::Success {
+                    self.success_pool()
+                } else {
+                    &self.pool
+                };
                 let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
                     .bind(&a.key.handler)
                     .bind(&a.key.tenant)
@@ -355,7 +366,7 @@ macro_rules! sql_store {
                     .bind(body)
                     .bind(retention_ms)
                     .bind(a.owner)
-                    .execute(&self.pool)
+                    .execute(pool)
                     .await?;
                 Ok($crate::idempotency::record::Transition::from_rows(
                     done.rows_affected(),

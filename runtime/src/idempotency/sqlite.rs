@@ -68,6 +68,10 @@ impl SqliteStore {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    fn success_pool(&self) -> &SqlitePool {
+        &self.pool
+    }
 }
 
 sql_store!(SqliteStore, sqlx::Sqlite);
