@@ -26,7 +26,7 @@ use staleguard::idempotency::{Classify, FailureKind, Idempotency, IdempotencyErr
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pay {
@@ -332,7 +332,7 @@ async fn postgres(url: &str) {
     counted.remote(replay.clone()).await.unwrap();
     let settled = || async {
         while counted.pool.num_idle() < counted.pool.size() as usize {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         proxy.take()
     };
