@@ -6,7 +6,7 @@
 //!     let error = error_codec::<E>();           // `E: Classify + ..`, on `E`: checked once
 //!     let engine = <store>;                      // cloned, so no borrow is held
 //!     let call = key + tenant + fingerprint;     // evaluated before the body moves anything
-//!     let guard = match begin(engine, call, ..) { // one store round trip
+//!     let guard = match begin(engine, call, ..) { // the claim (a read for a replay)
 //!         Continue(guard) => guard,
 //!         Break(result) => return result,        // replay, in progress, mismatch, missing key
 //!     };

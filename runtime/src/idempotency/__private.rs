@@ -1,11 +1,9 @@
 //! What `#[idempotent]` expands into. Not a public API: names and shapes change freely.
 
-use super::engine::{
-    AsIdempotency, Begun, BegunLocal, Call, ErrorCodec, Guard, Idempotency, LocalGuard,
-    ResponseCodec,
-};
+use super::engine::{AsIdempotency, Begun, Call, ErrorCodec, Guard, Idempotency, ResponseCodec};
 use super::error::IdempotencyError;
 use super::fingerprint::Fingerprinter;
+use super::local::{BegunLocal, LocalGuard};
 use super::store::{IdempotencyStore, LocalStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -2,12 +2,13 @@
 //! by compare-and-set. `#[idempotent]` expands into [`Idempotency::begin`] and
 //! [`Guard::finish`] around the handler's body.
 
+pub use super::codec::{ErrorCodec, ResponseCodec};
 use super::error::IdempotencyError;
 use super::failure::{Classify, FailureKind};
 use super::fingerprint::Fingerprint;
 use super::key::{IdempotencyKey, RecordKey};
 use super::record::{Attempt, ClaimRequest, Outcome, Record, State, Transition};
-use super::store::{IdempotencyStore, LocalStore, StoreError};
+use super::store::{IdempotencyStore, StoreError};
 use super::token;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -58,12 +59,12 @@ impl Default for Config {
 
 /// A store and its configuration. Cheap to clone (one `Arc`).
 pub struct Idempotency<S> {
-    inner: Arc<Inner<S>>,
+    pub(super) inner: Arc<Inner<S>>,
 }
 
-struct Inner<S> {
-    store: S,
-    config: Config,
+pub(super) struct Inner<S> {
+    pub(super) store: S,
+    pub(super) config: Config,
 }
 
 impl<S> Clone for Idempotency<S> {
@@ -110,7 +111,7 @@ pub enum Begun<S> {
     Replay(Result<String, String>),
 }
 
-fn ms(d: Duration) -> i64 {
+pub(super) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
@@ -134,7 +135,8 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 
     /// Claims the call's key and decides: run, replay, or an error (in progress, mismatch,
-    /// store). One store round trip unless waiting.
+    /// store). A replay or an "in progress" answer is one read; the store writes only for a
+    /// new key or a takeover.
     pub async fn begin(&self, call: Call) -> Result<Begun<S>, IdempotencyError> {
         let key = RecordKey::new(
             call.handler,
@@ -230,7 +232,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
         .await
     }
 
-    fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
+    pub(super) fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
         if record.owner == request.owner {
             return Decision::Run;
         }
@@ -256,174 +258,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 }
 
-/// What [`Idempotency::begin_local`] decided.
-pub enum BegunLocal<S: LocalStore> {
-    /// This request owns the key: run the body in the transaction, then
-    /// [`LocalGuard::finish_with`].
-    Run(LocalGuard<S>, S::Tx),
-    /// The outcome is stored: `Ok` holds the response JSON, `Err` the error JSON.
-    Replay(Result<String, String>),
-}
-
-impl<S: LocalStore> Idempotency<S> {
-    /// The one-transaction mode: claims the call's key inside a new transaction of the store's
-    /// database and, when this request owns it, hands the transaction over for the body's own
-    /// writes. A concurrent duplicate waits on the claimed row until this transaction ends,
-    /// then replays its outcome (or, if it rolled back, claims the key itself).
-    pub async fn begin_local(&self, call: Call) -> Result<BegunLocal<S>, IdempotencyError> {
-        let key = RecordKey::new(
-            call.handler,
-            call.tenant.as_ref().map(|t| t.as_str()),
-            &call.key,
-        );
-        let span = tracing::info_span!(
-            "idempotency.claim",
-            handler = %key.handler,
-            tenant = %key.tenant,
-            key = %key.key,
-            fence = tracing::field::Empty,
-        );
-        let config = &self.inner.config;
-        let lease = call.lease.unwrap_or(config.lease);
-        let retention = call.retention.unwrap_or(config.retention);
-        let wait = call.wait.or(config.wait);
-        let owner = token::fresh();
-        let record_id = token::fresh();
-        let request = ClaimRequest {
-            key: &key,
-            record_id: &record_id,
-            fingerprint: call.fingerprint.as_str(),
-            owner: &owner,
-            lease_ms: ms(lease),
-            retention_ms: ms(retention),
-            // A failure leaves no record in this mode: nothing to retry or replay.
-            retry_failed: false,
-        };
-        async {
-            let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-            let mut pause = config.poll;
-            loop {
-                let (record, tx) = self.inner.store.claim_in_transaction(&request).await?;
-                tracing::Span::current().record("fence", record.fence);
-                match self.decide(&record, &request) {
-                    Decision::Run => {
-                        tracing::debug!("idempotency claimed in the transaction");
-                        let guard = LocalGuard {
-                            handle: ClaimHandle {
-                                engine: self.clone(),
-                                key: key.clone(),
-                                owner: owner.clone(),
-                                fence: record.fence,
-                                record_id: record.record_id,
-                                lease_ms: ms(lease),
-                                local: true,
-                            },
-                            retention_ms: ms(retention),
-                        };
-                        return Ok(BegunLocal::Run(guard, tx));
-                    }
-                    Decision::Replay(stored) => {
-                        tracing::debug!(ok = stored.is_ok(), "idempotency replay");
-                        return Ok(BegunLocal::Replay(stored));
-                    }
-                    Decision::Mismatch => {
-                        tracing::warn!("idempotency key reused with a different payload");
-                        return Err(IdempotencyError::Mismatch);
-                    }
-                    Decision::Busy(retry_after) => {
-                        drop(tx);
-                        let now = tokio::time::Instant::now();
-                        match deadline {
-                            Some(deadline) if now < deadline => {
-                                tokio::time::sleep(pause.min(deadline - now)).await;
-                                pause = (pause * 2).min(config.poll * 8);
-                            }
-                            _ => {
-                                tracing::info!(
-                                    state = record.state.as_str(),
-                                    "idempotency in progress"
-                                );
-                                return Err(IdempotencyError::InProgress { retry_after });
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        .instrument(span)
-        .await
-    }
-}
-
-/// The claim of the one-transaction mode, held while the body runs in the transaction.
-/// Dropping it and the transaction (a crash, a cancelled future) rolls the claim back with
-/// the body's writes.
-pub struct LocalGuard<S: LocalStore> {
-    handle: ClaimHandle<S>,
-    retention_ms: i64,
-}
-
-impl<S: LocalStore> LocalGuard<S> {
-    pub fn handle(&self) -> ClaimHandle<S> {
-        self.handle.clone()
-    }
-
-    /// `Ok`: writes SUCCESS in `tx` and commits the claim, the body's writes and the outcome
-    /// together. An error: rolls all of them back (the key is free again, and since nothing
-    /// was committed a retry may run the body) and returns the error. A response that cannot
-    /// be encoded or is over `Config::max_response_bytes` is rolled back too, as a `Codec`
-    /// error; a failed commit is a `Store` error.
-    pub async fn finish_with<T, E>(
-        self,
-        tx: S::Tx,
-        result: Result<T, E>,
-        response: &ResponseCodec<T>,
-        error: &ErrorCodec<E>,
-    ) -> Result<T, E> {
-        let from = error.from;
-        let value = match result {
-            Ok(value) => value,
-            Err(e) => {
-                drop(tx);
-                tracing::debug!("idempotency rolled back: the body failed");
-                return Err(e);
-            }
-        };
-        let limit = self.handle.engine.inner.config.max_response_bytes;
-        let body = match (response.encode)(&value) {
-            Ok(body) if body.len() <= limit => body,
-            Ok(body) => {
-                let reason = format!(
-                    "the response is {} bytes, over the limit of {limit}; rolled back",
-                    body.len()
-                );
-                return Err(from(IdempotencyError::Codec { reason }));
-            }
-            Err(e) => {
-                let reason = format!("response could not be serialized: {e}; rolled back");
-                return Err(from(IdempotencyError::Codec { reason }));
-            }
-        };
-        let span = tracing::info_span!(
-            "idempotency.complete",
-            handler = %self.handle.key.handler,
-            key = %self.handle.key.key,
-            fence = self.handle.fence,
-        );
-        let store = &self.handle.engine.inner.store;
-        match store
-            .complete_in_transaction(tx, &self.handle.attempt(), &body, self.retention_ms)
-            .instrument(span)
-            .await
-        {
-            Ok(Transition::Applied) => Ok(value),
-            Ok(Transition::Fenced) => Err(from(IdempotencyError::Fenced)),
-            Err(e) => Err(from(IdempotencyError::Store(e))),
-        }
-    }
-}
-
-enum Decision {
+pub(super) enum Decision {
     Run,
     Replay(Result<String, String>),
     Mismatch,
@@ -433,14 +268,14 @@ enum Decision {
 /// What the body can see of its claim: the fence and the record id to pass downstream, and a
 /// heartbeat for long bodies. Bind it with `#[idempotent(claim = name, ..)]`.
 pub struct ClaimHandle<S> {
-    engine: Idempotency<S>,
-    key: RecordKey,
-    owner: String,
-    fence: i64,
-    record_id: String,
-    lease_ms: i64,
+    pub(super) engine: Idempotency<S>,
+    pub(super) key: RecordKey,
+    pub(super) owner: String,
+    pub(super) fence: i64,
+    pub(super) record_id: String,
+    pub(super) lease_ms: i64,
     /// Claimed in the body's transaction: the row lock, not the lease, keeps duplicates out.
-    local: bool,
+    pub(super) local: bool,
 }
 
 impl<S> Clone for ClaimHandle<S> {
@@ -474,7 +309,7 @@ impl<S: IdempotencyStore> ClaimHandle<S> {
         &self.key
     }
 
-    fn attempt(&self) -> Attempt<'_> {
+    pub(super) fn attempt(&self) -> Attempt<'_> {
         Attempt {
             key: &self.key,
             fence: self.fence,
@@ -687,63 +522,6 @@ impl<S: IdempotencyStore> Guard<S> {
             }
             _ => false,
         }
-    }
-}
-
-type Encode<X> = fn(&X) -> Result<String, serde_json::Error>;
-type Decode<X> = fn(&str) -> Result<X, serde_json::Error>;
-
-/// How a handler's response is stored and replayed: its trait bounds checked once, kept as
-/// function pointers.
-pub struct ResponseCodec<T> {
-    pub(crate) encode: Encode<T>,
-    pub(crate) decode: Decode<T>,
-}
-
-impl<T: Serialize + DeserializeOwned> ResponseCodec<T> {
-    pub fn new() -> Self {
-        ResponseCodec {
-            encode: |v: &T| serde_json::to_string(v),
-            decode: |s: &str| serde_json::from_str(s),
-        }
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> Default for ResponseCodec<T> {
-    fn default() -> Self {
-        ResponseCodec::new()
-    }
-}
-
-/// How a handler's error is classified, stored, replayed and built from an
-/// [`IdempotencyError`]: its trait bounds checked once, kept as function pointers.
-pub struct ErrorCodec<E> {
-    pub(crate) encode: Encode<E>,
-    pub(crate) decode: Decode<E>,
-    pub(crate) classify: fn(&E) -> FailureKind,
-    pub(crate) from: fn(IdempotencyError) -> E,
-}
-
-impl<E> ErrorCodec<E>
-where
-    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
-{
-    pub fn new() -> Self {
-        ErrorCodec {
-            encode: |e: &E| serde_json::to_string(e),
-            decode: |s: &str| serde_json::from_str(s),
-            classify: |e: &E| e.classify(),
-            from: E::from,
-        }
-    }
-}
-
-impl<E> Default for ErrorCodec<E>
-where
-    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
-{
-    fn default() -> Self {
-        ErrorCodec::new()
     }
 }
 

@@ -27,11 +27,13 @@
 //! an owner whose lease was taken over gets [`Transition::Fenced`] and changes nothing. See
 //! `docs/macros.md` (the `#[idempotent]` part) for the HTTP mapping and the exact guarantees.
 
+mod codec;
 mod engine;
 mod error;
 mod failure;
 mod fingerprint;
 mod key;
+mod local;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -54,13 +56,14 @@ pub mod __private;
 pub mod axum;
 
 pub use engine::{
-    AsIdempotency, Begun, BegunLocal, Call, ClaimHandle, Config, ErrorCodec, FailedPolicy, Guard,
-    Idempotency, LocalGuard, ResponseCodec,
+    AsIdempotency, Begun, Call, ClaimHandle, Config, ErrorCodec, FailedPolicy, Guard, Idempotency,
+    ResponseCodec,
 };
 pub use error::IdempotencyError;
 pub use failure::{Classify, FailureKind};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use key::{IdempotencyKey, KeySource, MAX_KEY_LEN, RecordKey};
+pub use local::{BegunLocal, LocalGuard};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

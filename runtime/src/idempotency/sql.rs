@@ -1,5 +1,6 @@
 //! The SQL text shared by the SQLite and PostgreSQL stores, built once per table. Each store
-//! operation is exactly one of these statements, so each costs one round trip.
+//! operation is one of these statements (one round trip), except the claim: a read, then for a
+//! new key the insert, and only to take a record over the compare-and-set upsert.
 
 use super::key::RecordKey;
 use super::record::{Record, State};

@@ -1,4 +1,5 @@
-//! The store contract: each method is one statement (one round trip) against the backing store.
+//! The store contract: each method is one atomic operation against the backing store (one
+//! statement or script; a claim reads first and writes only for a new key or a takeover).
 
 use super::key::RecordKey;
 use super::record::{Attempt, ClaimRequest, Outcome, Record, Resolved, Transition};
@@ -53,9 +54,10 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// Where idempotency records live. Every method is a single atomic statement; every transition
-/// is a compare-and-set that reports [`Transition::Fenced`] instead of writing when its
-/// condition does not hold. Times are decided by the store's clock.
+/// Where idempotency records live. Every transition is one atomic compare-and-set that reports
+/// [`Transition::Fenced`] instead of writing when its condition does not hold; a claim that
+/// finds a record it may not take returns it without writing. Times are decided by the store's
+/// clock.
 pub trait IdempotencyStore: Send + Sync + 'static {
     /// Creates the record in PROCESSING, or takes it over, or returns it unchanged (see
     /// [`ClaimRequest`]).
