@@ -70,6 +70,43 @@ place_order!(
     "INSERT INTO {} (order_key, amount) VALUES ($1, $2)"
 );
 
+/// The two probes of a store's database: how many order rows a key has, and whether the key
+/// has an idempotency record (for the handler `$handler`).
+macro_rules! probes {
+    ($store:ty, $count_sql:literal, $handler:literal) => {
+        (
+            |shop: &Shop<$store>, key: &str| {
+                let (pool, sql) = (
+                    shop.idem.store().pool().clone(),
+                    format!($count_sql, shop.orders),
+                );
+                let key = key.to_owned();
+                async move {
+                    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+                        .bind(key)
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap()
+                }
+            },
+            |shop: &Shop<$store>, key: &str| {
+                let store = shop.idem.store().clone();
+                let key = staleguard::idempotency::RecordKey::new(
+                    $handler,
+                    None,
+                    &staleguard::idempotency::IdempotencyKey::new(key).unwrap(),
+                );
+                async move {
+                    staleguard::idempotency::IdempotencyStore::get(&store, &key)
+                        .await
+                        .unwrap()
+                        .is_some()
+                }
+            },
+        )
+    };
+}
+
 fn order(key: &str, amount: u64) -> Order {
     Order {
         key: key.to_owned(),
@@ -156,38 +193,12 @@ async fn sqlite_one_transaction() {
         orders,
         hang: Default::default(),
     });
-    scenarios!(
-        shop,
-        place_sqlite,
-        |shop: &Shop<staleguard::idempotency::SqliteStore>, key: &str| {
-            let (pool, sql) = (
-                shop.idem.store().pool().clone(),
-                format!("SELECT count(*) FROM {} WHERE order_key = ?1", shop.orders),
-            );
-            let key = key.to_owned();
-            async move {
-                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
-                    .bind(key)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        },
-        |shop: &Shop<staleguard::idempotency::SqliteStore>, key: &str| {
-            let store = shop.idem.store().clone();
-            let key = staleguard::idempotency::RecordKey::new(
-                "place_sqlite",
-                None,
-                &staleguard::idempotency::IdempotencyKey::new(key).unwrap(),
-            );
-            async move {
-                staleguard::idempotency::IdempotencyStore::get(&store, &key)
-                    .await
-                    .unwrap()
-                    .is_some()
-            }
-        }
+    let (count, record) = probes!(
+        staleguard::idempotency::SqliteStore,
+        "SELECT count(*) FROM {} WHERE order_key = ?1",
+        "place_sqlite"
     );
+    scenarios!(shop, place_sqlite, count, record);
 }
 
 #[cfg(feature = "postgres")]
@@ -208,38 +219,12 @@ async fn postgres_one_transaction() {
         orders: orders.clone(),
         hang: Default::default(),
     });
-    scenarios!(
-        shop.clone(),
-        place_pg,
-        |shop: &Shop<staleguard::idempotency::PostgresStore>, key: &str| {
-            let (pool, sql) = (
-                shop.idem.store().pool().clone(),
-                format!("SELECT count(*) FROM {} WHERE order_key = $1", shop.orders),
-            );
-            let key = key.to_owned();
-            async move {
-                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
-                    .bind(key)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        },
-        |shop: &Shop<staleguard::idempotency::PostgresStore>, key: &str| {
-            let store = shop.idem.store().clone();
-            let key = staleguard::idempotency::RecordKey::new(
-                "place_pg",
-                None,
-                &staleguard::idempotency::IdempotencyKey::new(key).unwrap(),
-            );
-            async move {
-                staleguard::idempotency::IdempotencyStore::get(&store, &key)
-                    .await
-                    .unwrap()
-                    .is_some()
-            }
-        }
+    let (count, record) = probes!(
+        staleguard::idempotency::PostgresStore,
+        "SELECT count(*) FROM {} WHERE order_key = $1",
+        "place_pg"
     );
+    scenarios!(shop.clone(), place_pg, count, record);
     let drop = format!("DROP TABLE IF EXISTS {orders}");
     sqlx::query(sqlx::AssertSqlSafe(drop))
         .execute(shop.idem.store().pool())

@@ -33,23 +33,29 @@ where
         Ok(call) => engine.begin(call).await,
         Err(e) => Err(e),
     };
+    match outcome {
+        Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
+        Ok(Begun::Replay(stored)) => ControlFlow::Break(replay(stored, response, error)),
+        Err(e) => ControlFlow::Break(Err((error.from)(e))),
+    }
+}
+
+/// The handler's result from a stored outcome (and the replay noted for `Idempotent-Replayed`).
+fn replay<T, E>(
+    stored: Result<String, String>,
+    response: &ResponseCodec<T>,
+    error: &ErrorCodec<E>,
+) -> Result<T, E> {
+    super::replayed::note();
     let from = error.from;
     let codec = |e: serde_json::Error| {
         from(IdempotencyError::Codec {
             reason: e.to_string(),
         })
     };
-    match outcome {
-        Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
-        Ok(Begun::Replay(Ok(body))) => {
-            super::replayed::note();
-            ControlFlow::Break((response.decode)(&body).map_err(codec))
-        }
-        Ok(Begun::Replay(Err(body))) => {
-            super::replayed::note();
-            ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
-        }
-        Err(e) => ControlFlow::Break(Err(from(e))),
+    match stored {
+        Ok(body) => (response.decode)(&body).map_err(codec),
+        Err(body) => Err((error.decode)(&body).unwrap_or_else(codec)),
     }
 }
 
@@ -67,23 +73,10 @@ where
         Ok(call) => engine.begin_local(call).await,
         Err(e) => Err(e),
     };
-    let from = error.from;
-    let codec = |e: serde_json::Error| {
-        from(IdempotencyError::Codec {
-            reason: e.to_string(),
-        })
-    };
     match outcome {
         Ok(BegunLocal::Run(guard, tx)) => ControlFlow::Continue((guard, tx)),
-        Ok(BegunLocal::Replay(Ok(body))) => {
-            super::replayed::note();
-            ControlFlow::Break((response.decode)(&body).map_err(codec))
-        }
-        Ok(BegunLocal::Replay(Err(body))) => {
-            super::replayed::note();
-            ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
-        }
-        Err(e) => ControlFlow::Break(Err(from(e))),
+        Ok(BegunLocal::Replay(stored)) => ControlFlow::Break(replay(stored, response, error)),
+        Err(e) => ControlFlow::Break(Err((error.from)(e))),
     }
 }
 

@@ -138,34 +138,19 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// store). A replay or an "in progress" answer is one read; the store writes only for a
     /// new key or a takeover.
     pub async fn begin(&self, call: Call) -> Result<Begun<S>, IdempotencyError> {
-        let key = RecordKey::new(
-            call.handler,
-            call.tenant.as_ref().map(|t| t.as_str()),
-            &call.key,
-        );
-        let span = tracing::info_span!(
-            "idempotency.claim",
-            handler = %key.handler,
-            tenant = %key.tenant,
-            key = %key.key,
-            fence = tracing::field::Empty,
-        );
+        let prepared = self.prepare(call);
+        let Prepared {
+            key,
+            span,
+            lease,
+            retention,
+            wait,
+            owner,
+            ..
+        } = &prepared;
+        let (lease, retention, wait) = (*lease, *retention, *wait);
         let config = &self.inner.config;
-        let lease = call.lease.unwrap_or(config.lease);
-        let retention = call.retention.unwrap_or(config.retention);
-        let wait = call.wait.or(config.wait);
-        let failed = call.failed.unwrap_or(config.failed);
-        let owner = token::fresh();
-        let record_id = token::fresh();
-        let request = ClaimRequest {
-            key: &key,
-            record_id: &record_id,
-            fingerprint: call.fingerprint.as_str(),
-            owner: &owner,
-            lease_ms: ms(lease),
-            retention_ms: ms(retention),
-            retry_failed: failed == FailedPolicy::Retry,
-        };
+        let request = prepared.request(prepared.failed == FailedPolicy::Retry);
         async {
             let deadline = wait.map(|w| tokio::time::Instant::now() + w);
             let mut pause = config.poll;
@@ -228,8 +213,37 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 }
             }
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await
+    }
+
+    /// Resolves `call` against the engine's defaults and draws the owner token and the record
+    /// id a new record would get.
+    pub(super) fn prepare(&self, call: Call) -> Prepared {
+        let key = RecordKey::new(
+            call.handler,
+            call.tenant.as_ref().map(|t| t.as_str()),
+            &call.key,
+        );
+        let span = tracing::info_span!(
+            "idempotency.claim",
+            handler = %key.handler,
+            tenant = %key.tenant,
+            key = %key.key,
+            fence = tracing::field::Empty,
+        );
+        let config = &self.inner.config;
+        Prepared {
+            span,
+            key,
+            fingerprint: call.fingerprint,
+            lease: call.lease.unwrap_or(config.lease),
+            retention: call.retention.unwrap_or(config.retention),
+            wait: call.wait.or(config.wait),
+            failed: call.failed.unwrap_or(config.failed),
+            owner: token::fresh(),
+            record_id: token::fresh(),
+        }
     }
 
     pub(super) fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
@@ -255,6 +269,33 @@ impl<S: IdempotencyStore> Idempotency<S> {
         let removed = self.inner.store.reap().await?;
         tracing::debug!(removed, "idempotency reaped");
         Ok(removed)
+    }
+}
+
+/// A call resolved against the engine's defaults: what its claim needs.
+pub(super) struct Prepared {
+    pub(super) key: RecordKey,
+    pub(super) span: tracing::Span,
+    pub(super) fingerprint: Fingerprint,
+    pub(super) lease: Duration,
+    pub(super) retention: Duration,
+    pub(super) wait: Option<Duration>,
+    pub(super) failed: FailedPolicy,
+    pub(super) owner: String,
+    pub(super) record_id: String,
+}
+
+impl Prepared {
+    pub(super) fn request(&self, retry_failed: bool) -> ClaimRequest<'_> {
+        ClaimRequest {
+            key: &self.key,
+            record_id: &self.record_id,
+            fingerprint: self.fingerprint.as_str(),
+            owner: &self.owner,
+            lease_ms: ms(self.lease),
+            retention_ms: ms(self.retention),
+            retry_failed,
+        }
     }
 }
 

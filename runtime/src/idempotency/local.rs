@@ -2,12 +2,12 @@
 //! transaction of the store's database, which the body writes through; the outcome commits with
 //! the body's writes, and an error or a dropped future rolls everything back.
 
-use super::engine::{Call, ClaimHandle, Decision, ErrorCodec, Idempotency, ResponseCodec, ms};
+use super::engine::{
+    Call, ClaimHandle, Decision, ErrorCodec, Idempotency, Prepared, ResponseCodec, ms,
+};
 use super::error::IdempotencyError;
-use super::key::RecordKey;
-use super::record::{ClaimRequest, Transition};
+use super::record::Transition;
 use super::store::LocalStore;
-use super::token;
 use tracing::Instrument;
 
 /// What [`Idempotency::begin_local`] decided.
@@ -25,34 +25,20 @@ impl<S: LocalStore> Idempotency<S> {
     /// writes. A concurrent duplicate waits on the claimed row until this transaction ends,
     /// then replays its outcome (or, if it rolled back, claims the key itself).
     pub async fn begin_local(&self, call: Call) -> Result<BegunLocal<S>, IdempotencyError> {
-        let key = RecordKey::new(
-            call.handler,
-            call.tenant.as_ref().map(|t| t.as_str()),
-            &call.key,
-        );
-        let span = tracing::info_span!(
-            "idempotency.claim",
-            handler = %key.handler,
-            tenant = %key.tenant,
-            key = %key.key,
-            fence = tracing::field::Empty,
-        );
+        let prepared = self.prepare(call);
+        let Prepared {
+            key,
+            span,
+            lease,
+            retention,
+            wait,
+            owner,
+            ..
+        } = &prepared;
+        let (lease, retention, wait) = (*lease, *retention, *wait);
         let config = &self.inner.config;
-        let lease = call.lease.unwrap_or(config.lease);
-        let retention = call.retention.unwrap_or(config.retention);
-        let wait = call.wait.or(config.wait);
-        let owner = token::fresh();
-        let record_id = token::fresh();
-        let request = ClaimRequest {
-            key: &key,
-            record_id: &record_id,
-            fingerprint: call.fingerprint.as_str(),
-            owner: &owner,
-            lease_ms: ms(lease),
-            retention_ms: ms(retention),
-            // A failure leaves no record in this mode: nothing to retry or replay.
-            retry_failed: false,
-        };
+        // A failure leaves no record in this mode: nothing to retry or replay.
+        let request = prepared.request(false);
         async {
             let deadline = wait.map(|w| tokio::time::Instant::now() + w);
             let mut pause = config.poll;
@@ -104,7 +90,7 @@ impl<S: LocalStore> Idempotency<S> {
                 }
             }
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await
     }
 }

@@ -257,6 +257,40 @@ where
     })
 }
 
+/// The claim statements' first eight parameters, bound from a `ClaimRequest` (the upsert adds
+/// `retry_failed`).
+macro_rules! claim_query {
+    ($sql:expr, $r:expr) => {
+        sqlx::query(sqlx::AssertSqlSafe($sql))
+            .bind(&$r.key.handler)
+            .bind(&$r.key.tenant)
+            .bind(&$r.key.key)
+            .bind($r.record_id)
+            .bind($r.fingerprint)
+            .bind($r.owner)
+            .bind($r.lease_ms)
+            .bind($r.retention_ms)
+    };
+}
+pub(crate) use claim_query;
+
+/// The completion statement bound from an `Attempt`, the new state, the stored body and the
+/// retention.
+macro_rules! finish_query {
+    ($sql:expr, $a:expr, $state:expr, $body:expr, $retention_ms:expr) => {
+        sqlx::query(sqlx::AssertSqlSafe($sql.finish.clone()))
+            .bind(&$a.key.handler)
+            .bind(&$a.key.tenant)
+            .bind(&$a.key.key)
+            .bind($a.fence)
+            .bind($state.as_str())
+            .bind($body)
+            .bind($retention_ms)
+            .bind($a.owner)
+    };
+}
+pub(crate) use finish_query;
+
 /// Implements [`IdempotencyStore`](super::store::IdempotencyStore) for a sqlx pool type; the
 /// SQLite and PostgreSQL stores differ only in their [`Dialect`] (and in the pool a successful
 /// completion is written through: `success_pool()`).
@@ -282,15 +316,7 @@ macro_rules! sql_store {
                 let found = match (found, &self.sql.insert_or_read) {
                     (Some(row), _) => Some(row),
                     (None, Some(sql)) => {
-                        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                            .bind(&r.key.handler)
-                            .bind(&r.key.tenant)
-                            .bind(&r.key.key)
-                            .bind(r.record_id)
-                            .bind(r.fingerprint)
-                            .bind(r.owner)
-                            .bind(r.lease_ms)
-                            .bind(r.retention_ms)
+                        $crate::idempotency::sql::claim_query!(sql.clone(), r)
                             .fetch_optional(&self.pool)
                             .await?
                     }
@@ -302,15 +328,7 @@ macro_rules! sql_store {
                         return Ok(record);
                     }
                 }
-                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
-                    .bind(&r.key.handler)
-                    .bind(&r.key.tenant)
-                    .bind(&r.key.key)
-                    .bind(r.record_id)
-                    .bind(r.fingerprint)
-                    .bind(r.owner)
-                    .bind(r.lease_ms)
-                    .bind(r.retention_ms)
+                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
                     .bind(r.retry_failed)
                     .fetch_one(&self.pool)
                     .await?;
@@ -358,17 +376,10 @@ macro_rules! sql_store {
                 } else {
                     &self.pool
                 };
-                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
-                    .bind(&a.key.handler)
-                    .bind(&a.key.tenant)
-                    .bind(&a.key.key)
-                    .bind(a.fence)
-                    .bind(state.as_str())
-                    .bind(body)
-                    .bind(retention_ms)
-                    .bind(a.owner)
-                    .execute(pool)
-                    .await?;
+                let done =
+                    $crate::idempotency::sql::finish_query!(self.sql, a, state, body, retention_ms)
+                        .execute(pool)
+                        .await?;
                 Ok($crate::idempotency::record::Transition::from_rows(
                     done.rows_affected(),
                 ))
@@ -500,15 +511,7 @@ macro_rules! sql_local_store {
             > {
                 let mut tx = self.pool.$($begin)+.await?;
                 let first = if let Some(sql) = &self.sql.insert_or_read {
-                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                        .bind(&r.key.handler)
-                        .bind(&r.key.tenant)
-                        .bind(&r.key.key)
-                        .bind(r.record_id)
-                        .bind(r.fingerprint)
-                        .bind(r.owner)
-                        .bind(r.lease_ms)
-                        .bind(r.retention_ms)
+                    $crate::idempotency::sql::claim_query!(sql.clone(), r)
                         .fetch_optional(&mut *tx)
                         .await?
                 } else {
@@ -525,15 +528,7 @@ macro_rules! sql_local_store {
                         return Ok((record, tx));
                     }
                 }
-                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
-                    .bind(&r.key.handler)
-                    .bind(&r.key.tenant)
-                    .bind(&r.key.key)
-                    .bind(r.record_id)
-                    .bind(r.fingerprint)
-                    .bind(r.owner)
-                    .bind(r.lease_ms)
-                    .bind(r.retention_ms)
+                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
                     .bind(r.retry_failed)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -550,15 +545,8 @@ macro_rules! sql_local_store {
                 $crate::idempotency::record::Transition,
                 $crate::idempotency::store::StoreError,
             > {
-                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
-                    .bind(&a.key.handler)
-                    .bind(&a.key.tenant)
-                    .bind(&a.key.key)
-                    .bind(a.fence)
-                    .bind($crate::idempotency::record::State::Success.as_str())
-                    .bind(response)
-                    .bind(retention_ms)
-                    .bind(a.owner)
+                let success = $crate::idempotency::record::State::Success;
+                let done = $crate::idempotency::sql::finish_query!(self.sql, a, success, response, retention_ms)
                     .execute(&mut *tx)
                     .await?;
                 let done = $crate::idempotency::record::Transition::from_rows(done.rows_affected());

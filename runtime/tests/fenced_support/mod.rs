@@ -5,6 +5,14 @@
 
 #![allow(dead_code)]
 
+#[path = "../store_support/mod.rs"]
+mod stores;
+#[cfg(feature = "redis")]
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use stores::drop_redis_prefix;
+#[allow(unused_imports)]
+pub use stores::redis_url;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,16 +70,7 @@ pub mod pg {
         /// `None` (after printing why) when `STALEGUARD_TEST_POSTGRES_URL` is unset; under CI
         /// (`CI` set) a missing URL fails the test instead of skipping it silently.
         pub async fn connect(test: &str) -> Option<PgDb> {
-            let Ok(url) = std::env::var("STALEGUARD_TEST_POSTGRES_URL") else {
-                assert!(
-                    std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                    "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
-                );
-                eprintln!(
-                    "skipping the PostgreSQL part of `{test}`: STALEGUARD_TEST_POSTGRES_URL is unset"
-                );
-                return None;
-            };
+            let url = super::stores::postgres_url(test)?;
             let admin = PgPoolOptions::new()
                 .max_connections(1)
                 .connect(&url)
@@ -111,41 +110,6 @@ pub mod pg {
     }
 }
 
-/// The Redis URL, or `None` (after saying why) when `STALEGUARD_TEST_REDIS_URL` is unset; under
-/// CI (`CI` set) a missing URL fails the test instead of skipping it silently.
-pub fn redis_url(test: &str) -> Option<String> {
-    match std::env::var("STALEGUARD_TEST_REDIS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "{test}: CI is set but STALEGUARD_TEST_REDIS_URL is not: the Redis store would go untested"
-            );
-            eprintln!("skipping the Redis part of `{test}`: STALEGUARD_TEST_REDIS_URL is unset");
-            None
-        }
-    }
-}
-
-/// Deletes every key under `prefix` (a test's own).
-#[cfg(feature = "redis")]
-pub async fn drop_redis_prefix(url: &str, prefix: &str) {
-    let client = redis::Client::open(url).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    for key in keys {
-        let _: () = redis::cmd("DEL")
-            .arg(key)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-    }
-}
-
 /// The environment variable that makes a story test run with the fence check switched off.
 pub const MUTANT: &str = "STALEGUARD_MUTANT";
 
@@ -162,16 +126,7 @@ pub fn mutant_switch() {
 
 /// Whether the PostgreSQL URL is set (under CI a missing one fails `test`).
 pub fn postgres_url_for(test: &str) -> bool {
-    match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => true,
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
-            );
-            false
-        }
-    }
+    stores::postgres_url(test).is_some()
 }
 
 /// Runs the test `story` of this binary in a child process with the fence checks switched

@@ -6,6 +6,14 @@
 
 pub mod wire;
 
+#[path = "../store_support/mod.rs"]
+mod stores;
+#[cfg(feature = "redis")]
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use stores::drop_redis_prefix;
+#[allow(unused_imports)]
+pub use stores::{postgres_url, redis_url};
+
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "postgres")]
 use staleguard::idempotency::PostgresStore;
@@ -31,39 +39,6 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// The PostgreSQL URL, or `None` (after saying why) when `STALEGUARD_TEST_POSTGRES_URL` is
-/// unset. Under CI (`CI` set) a missing URL fails the test instead: a store left untested
-/// there must not pass silently.
-pub fn postgres_url(test: &str) -> Option<String> {
-    match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
-            );
-            println!("skipping {test}: STALEGUARD_TEST_POSTGRES_URL is not set");
-            None
-        }
-    }
-}
-
-/// The Redis URL, or `None` (after saying why) when `STALEGUARD_TEST_REDIS_URL` is unset; under
-/// CI (`CI` set) a missing URL fails the test instead.
-pub fn redis_url(test: &str) -> Option<String> {
-    match std::env::var("STALEGUARD_TEST_REDIS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "{test}: CI is set but STALEGUARD_TEST_REDIS_URL is not: the Redis store would go untested"
-            );
-            println!("skipping {test}: STALEGUARD_TEST_REDIS_URL is not set");
-            None
-        }
-    }
-}
-
 /// A Redis store under a key prefix of its own.
 #[cfg(feature = "redis")]
 pub async fn redis_store(
@@ -75,25 +50,6 @@ pub async fn redis_store(
         .await
         .unwrap();
     Idempotency::with_config(store, config)
-}
-
-/// Deletes every key under `prefix` (a test's own).
-#[cfg(feature = "redis")]
-pub async fn drop_redis_prefix(url: &str, prefix: &str) {
-    let client = redis::Client::open(url).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    for key in keys {
-        let _: () = redis::cmd("DEL")
-            .arg(key)
-            .query_async(&mut con)
-            .await
-            .unwrap();
-    }
 }
 
 /// A scratch SQLite file (on tmpfs when available), removed on drop.
