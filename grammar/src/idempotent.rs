@@ -11,6 +11,8 @@
 //!     lease = "30s", wait = "2s", retention = "24h",
 //!     failed = replay,                  // or `retry`: what a duplicate of a FAILED call gets
 //!     claim = claim,                    // optional: binds the claim (fence, record id) in the body
+//!     tx = tx,                          // optional: one transaction for the claim, the body's
+//!                                       // writes and the completion (records in the same database)
 //! )]
 //! ```
 //!
@@ -36,6 +38,7 @@ pub const ACCEPTED: &[&str] = &[
     "retention",
     "failed",
     "claim",
+    "tx",
 ];
 
 /// One argument's value with the span of its name (for "duplicate" and "missing" errors).
@@ -66,6 +69,8 @@ pub struct IdempotentArgs {
     pub retention: Option<Arg<Duration>>,
     pub failed: Option<Arg<FailedPolicy>>,
     pub claim: Option<Arg<Ident>>,
+    /// The one-transaction mode: the name the body's transaction is bound to.
+    pub tx: Option<Arg<Ident>>,
 }
 
 /// Parses the tokens inside `#[idempotent(..)]`. The macro and the analyzer both call this.
@@ -232,6 +237,15 @@ fn parse_one(input: ParseStream<'_>, args: &mut IdempotentArgs) -> syn::Result<(
             })?;
             set(&mut args.claim, &name, ident)
         }
+        "tx" => {
+            let ident: Ident = input.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "expected an identifier to bind the transaction to: `tx = tx`",
+                )
+            })?;
+            set(&mut args.tx, &name, ident)
+        }
         _ => unreachable!("every accepted argument is handled"),
     }
 }
@@ -269,7 +283,8 @@ mod tests {
             wait = "250ms",
             retention = "7d",
             failed = retry,
-            claim = c
+            claim = c,
+            tx = t
         ))
         .unwrap();
         assert!(args.store.is_some() && args.key.is_some() && args.tenant.is_some());
@@ -283,6 +298,7 @@ mod tests {
         );
         assert_eq!(args.failed.unwrap().value, FailedPolicy::Retry);
         assert_eq!(args.claim.unwrap().value, "c");
+        assert_eq!(args.tx.unwrap().value, "t");
     }
 
     #[test]

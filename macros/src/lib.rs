@@ -191,6 +191,7 @@ pub fn fenced(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `retention = "24h"` | how long outcomes are replayed |
 /// | `failed = replay` / `retry` | what a duplicate of a permanently failed call gets |
 /// | `claim = ident` | binds a `ClaimHandle` (fence, record id, heartbeat) in the body |
+/// | `tx = ident` | the one-transaction mode (a `PostgresStore` or `SqliteStore` in the database of the body's writes): binds the transaction the claim was made in; the body writes through it (`&mut *tx`), and the outcome commits with them; an error rolls everything back |
 ///
 /// The function must be `async` and return `Result<T, E>` with `T: Serialize +
 /// DeserializeOwned` (or axum's `Json<U>` with such a `U`, stored as `U`) and `E: Classify +

@@ -1,29 +1,42 @@
-//! Benchmark of `#[idempotent]`: claim + complete throughput and per-request overhead (p50,
-//! p99) for each store next to the same handler without the attribute, and — for PostgreSQL —
-//! `pgbench` running the same two statements on the same server as the physical reference.
+//! Benchmark of `#[idempotent]` against the same effect run raw, in one run, on the same
+//! database: the effect is one `INSERT` of an order row.
 //!
-//! Run: `cargo bench -p staleguard --all-features --bench idempotency`. PostgreSQL is measured
-//! when `STALEGUARD_TEST_POSTGRES_URL` is set; `pgbench` when it is on the `PATH`.
+//! - raw: the `INSERT` alone (autocommit);
+//! - remote-effect mode (`#[idempotent]`): claim, the same `INSERT` (autocommit, standing for a
+//!   call to another system), completion;
+//! - one-transaction mode (`#[idempotent(tx = tx)]`): claim, the `INSERT` through the handed
+//!   transaction, completion, one commit;
+//! - a replay of a stored outcome, against a point read of one order row by its key.
+//!
+//! Each pair is measured in alternating blocks (raw, idempotent, raw, ...) so that a drift of the
+//! machine's speed hits both; sequential latency (mean per call) and concurrent throughput (16
+//! callers). Round trips per call are counted on the wire by the PostgreSQL-protocol proxy of the
+//! test support, in the same run.
+//!
+//! Run: `STALEGUARD_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p
+//! staleguard --all-features --bench idempotency` (SQLite is measured too; PostgreSQL only with
+//! the URL and feature `postgres`).
+
+#[allow(dead_code)]
+#[path = "../tests/idempotent_support/wire.rs"]
+mod wire;
 
 use serde::{Deserialize, Serialize};
-use staleguard::idempotency::{
-    Classify, FailureKind, Idempotency, IdempotencyError, IdempotencyStore, MemoryStore,
-    SqliteStore,
-};
+use staleguard::idempotency::{Classify, FailureKind, Idempotency, IdempotencyError, LocalStore};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pay {
     key: String,
-    amount: u64,
+    amount: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Receipt {
-    amount: u64,
+    amount: i64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -41,75 +54,183 @@ impl From<IdempotencyError> for BenchError {
     }
 }
 
-async fn bare(req: Pay) -> Result<Receipt, BenchError> {
-    Ok(Receipt {
-        amount: std::hint::black_box(req.amount),
-    })
+/// The effect, in one database: insert the order row (through a pool, or a transaction).
+trait Shop: Send + Sync + 'static {
+    type Store: LocalStore;
+    fn raw(&self, req: &Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn point_read(&self, key: &str) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn remote(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn local(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn fast(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
 }
 
-#[staleguard::idempotent(store = idem, key = req.key)]
-async fn guarded<S: IdempotencyStore>(
-    idem: &Idempotency<S>,
-    req: Pay,
-) -> Result<Receipt, BenchError> {
-    Ok(Receipt {
-        amount: std::hint::black_box(req.amount),
-    })
+macro_rules! shop {
+    ($shop:ident, $store:ty, $pool:ty, $insert:literal, $select:literal) => {
+        struct $shop {
+            idem: Idempotency<$store>,
+            /// The remote-effect mode with asynchronous completions (PostgreSQL); the same
+            /// engine elsewhere.
+            fast: Idempotency<$store>,
+            pool: $pool,
+        }
+
+        impl $shop {
+            #[staleguard::idempotent(store = self.idem, key = req.key, name = "remote")]
+            async fn remote_call(&self, req: Pay) -> Result<Receipt, BenchError> {
+                self.raw(&req).await
+            }
+
+            #[staleguard::idempotent(store = self.fast, key = req.key, name = "fast")]
+            async fn fast_call(&self, req: Pay) -> Result<Receipt, BenchError> {
+                self.raw(&req).await
+            }
+
+            #[staleguard::idempotent(store = self.idem, key = req.key, name = "local", tx = tx)]
+            async fn local_call(&self, req: Pay) -> Result<Receipt, BenchError> {
+                sqlx::query($insert)
+                    .bind(&req.key)
+                    .bind(req.amount)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| BenchError(e.to_string()))?;
+                Ok(Receipt { amount: req.amount })
+            }
+        }
+
+        impl Shop for $shop {
+            type Store = $store;
+
+            async fn raw(&self, req: &Pay) -> Result<Receipt, BenchError> {
+                sqlx::query($insert)
+                    .bind(&req.key)
+                    .bind(req.amount)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| BenchError(e.to_string()))?;
+                Ok(Receipt { amount: req.amount })
+            }
+
+            async fn point_read(&self, key: &str) -> Result<Receipt, BenchError> {
+                let amount: i64 = sqlx::query_scalar($select)
+                    .bind(key)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| BenchError(e.to_string()))?;
+                Ok(Receipt { amount })
+            }
+
+            async fn remote(&self, req: Pay) -> Result<Receipt, BenchError> {
+                self.remote_call(req).await
+            }
+
+            async fn local(&self, req: Pay) -> Result<Receipt, BenchError> {
+                self.local_call(req).await
+            }
+
+            async fn fast(&self, req: Pay) -> Result<Receipt, BenchError> {
+                self.fast_call(req).await
+            }
+        }
+    };
 }
+
+shop!(
+    SqliteShop,
+    staleguard::idempotency::SqliteStore,
+    sqlx::SqlitePool,
+    "INSERT INTO bench_orders (order_key, amount) VALUES (?1, ?2)",
+    "SELECT amount FROM bench_orders WHERE order_key = ?1"
+);
+
+#[cfg(feature = "postgres")]
+shop!(
+    PgShop,
+    staleguard::idempotency::PostgresStore,
+    sqlx::PgPool,
+    "INSERT INTO bench_orders (order_key, amount) VALUES ($1, $2)",
+    "SELECT amount FROM bench_orders WHERE order_key = $1"
+);
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
-fn fresh_key() -> String {
-    format!(
-        "bench-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-}
-
-fn stats(mut samples: Vec<Duration>) -> Stats {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
-    Stats {
-        p50: at(0.50),
-        p99: at(0.99),
+fn fresh() -> Pay {
+    Pay {
+        key: format!(
+            "bench-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ),
+        amount: 1,
     }
 }
 
-/// Sequential latency of `call`, one request at a time.
-async fn latency<F, Fut>(n: usize, mut call: F) -> Stats
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Receipt, BenchError>>,
-{
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Raw,
+    Remote,
+    Fast,
+    Local,
+    PointRead,
+    Replay,
+}
+
+async fn one<S: Shop>(shop: &S, kind: Kind, replay: &Pay) {
+    let done = match kind {
+        Kind::Raw => shop.raw(&fresh()).await,
+        Kind::Remote => shop.remote(fresh()).await,
+        Kind::Fast => shop.fast(fresh()).await,
+        Kind::Local => shop.local(fresh()).await,
+        Kind::PointRead => shop.point_read(&replay.key).await,
+        Kind::Replay => shop.remote(replay.clone()).await,
+    };
+    done.expect("bench call failed");
+}
+
+/// Sequential latency of `a` and `b` in alternating blocks of `block` calls, `rounds` times:
+/// the medians of the per-call means of the blocks, and the median of the rounds' ratios
+/// (robust to a drift of the machine's speed, which moves both halves of a round alike).
+async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize) -> [f64; 3] {
+    let replay = fresh();
+    shop.remote(replay.clone()).await.unwrap();
+    for _ in 0..block {
+        one(shop, a, &replay).await;
+        one(shop, b, &replay).await;
+    }
+    let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
         let start = Instant::now();
-        call().await.expect("bench call failed");
-        samples.push(start.elapsed());
+        for _ in 0..block {
+            one(shop, a, &replay).await;
+        }
+        let x = start.elapsed().as_secs_f64() * 1e6 / block as f64;
+        let start = Instant::now();
+        for _ in 0..block {
+            one(shop, b, &replay).await;
+        }
+        let y = start.elapsed().as_secs_f64() * 1e6 / block as f64;
+        ta.push(x);
+        tb.push(y);
+        ratios.push(y / x);
     }
-    stats(samples)
+    [median(ta), median(tb), median(ratios)]
 }
 
-/// Requests per second with `tasks` concurrent callers doing `per_task` requests each.
-async fn throughput<F, Fut>(tasks: usize, per_task: usize, call: F) -> f64
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Receipt, BenchError>> + Send,
-{
-    let call = Arc::new(call);
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Calls per second with `tasks` concurrent callers doing `per_task` calls each.
+async fn throughput<S: Shop>(shop: &Arc<S>, kind: Kind, tasks: usize, per_task: usize) -> f64 {
+    let replay = fresh();
+    shop.remote(replay.clone()).await.unwrap();
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..tasks {
-        let call = Arc::clone(&call);
+        let (shop, replay) = (shop.clone(), replay.clone());
         set.spawn(async move {
             for _ in 0..per_task {
-                call().await.expect("bench call failed");
+                one(&*shop, kind, &replay).await;
             }
         });
     }
@@ -119,175 +240,151 @@ where
     (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
 }
 
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
-
-async fn measure<S: IdempotencyStore>(name: &str, idem: Idempotency<S>, n: usize, tasks: usize) {
-    let idem = Arc::new(idem);
-    // Warm up (connections, prepared statements, page cache).
-    for _ in 0..200 {
-        let req = Pay {
-            key: fresh_key(),
-            amount: 1,
-        };
-        guarded(&idem, req).await.unwrap();
+async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, fast: bool) {
+    println!("\n## {name}\n");
+    println!("| comparison | raw | idempotent | ratio (median of rounds) |");
+    println!("| --- | --- | --- | --- |");
+    let mut pairs = vec![
+        ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
+        ("one-transaction mode vs the INSERT", Kind::Raw, Kind::Local),
+        ("replay vs a point read", Kind::PointRead, Kind::Replay),
+    ];
+    if fast {
+        pairs.insert(
+            1,
+            (
+                "remote-effect mode, asynchronous completion, vs the INSERT",
+                Kind::Raw,
+                Kind::Fast,
+            ),
+        );
     }
-    let base = latency(n, || {
-        bare(Pay {
-            key: fresh_key(),
-            amount: 1,
-        })
-    })
-    .await;
-    let claim_complete = latency(n, || {
-        let idem = Arc::clone(&idem);
-        async move {
-            guarded(
-                &idem,
-                Pay {
-                    key: fresh_key(),
-                    amount: 1,
-                },
-            )
-            .await
-        }
-    })
-    .await;
-    let replay_key = fresh_key();
-    guarded(
-        &idem,
-        Pay {
-            key: replay_key.clone(),
-            amount: 1,
-        },
-    )
-    .await
-    .unwrap();
-    let replay = latency(n, || {
-        let idem = Arc::clone(&idem);
-        let key = replay_key.clone();
-        async move { guarded(&idem, Pay { key, amount: 1 }).await }
-    })
-    .await;
-    let per_task = (n / tasks).max(1);
-    let bare_tput = throughput(tasks, per_task * 10, || {
-        bare(Pay {
-            key: fresh_key(),
-            amount: 1,
-        })
-    })
-    .await;
-    let tput_idem = Arc::clone(&idem);
-    let tput = throughput(tasks, per_task, move || {
-        let idem = Arc::clone(&tput_idem);
-        async move {
-            guarded(
-                &idem,
-                Pay {
-                    key: fresh_key(),
-                    amount: 1,
-                },
-            )
-            .await
-        }
-    })
-    .await;
-    println!(
-        "| {name} | {} / {} | {} / {} | {} / {} | {:.0} | {:.0} |",
-        us(base.p50),
-        us(base.p99),
-        us(claim_complete.p50),
-        us(claim_complete.p99),
-        us(replay.p50),
-        us(replay.p99),
-        bare_tput,
-        tput,
-    );
+    for (label, a, b) in pairs {
+        let [ra, rb, ratio] = paired(&*shop, a, b, blocks, block).await;
+        println!("| {label} (sequential, µs/call) | {ra:.0} | {rb:.0} | {ratio:.2}x |");
+    }
+    let (tasks, per_task) = (16, 40);
+    let mut pairs = vec![
+        ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
+        ("one-transaction mode vs the INSERT", Kind::Raw, Kind::Local),
+    ];
+    if fast {
+        pairs.insert(
+            1,
+            (
+                "remote-effect mode, asynchronous completion, vs the INSERT",
+                Kind::Raw,
+                Kind::Fast,
+            ),
+        );
+    }
+    for (label, a, b) in pairs {
+        let ta = throughput(&shop, a, tasks, per_task).await;
+        let tb = throughput(&shop, b, tasks, per_task).await;
+        println!(
+            "| {label} ({tasks} callers, calls/s) | {ta:.0} | {tb:.0} | {:.2}x |",
+            ta / tb
+        );
+    }
 }
 
 #[cfg(feature = "postgres")]
-/// Runs the store's own claim and completion statements through `pgbench -M prepared` with
-/// `clients` connections for `seconds`, one transaction = claim + complete of a fresh key.
-fn pgbench(url: &str, claim: &str, finish: &str, clients: usize, seconds: u64) -> Option<String> {
-    if std::process::Command::new("pgbench")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        return Some("pgbench not found on PATH: skipped".to_owned());
-    }
-    let key = "CAST(:key AS TEXT)";
-    let bind = |sql: &str, params: &[&str]| {
-        let mut sql = sql.to_owned();
-        for (i, value) in params.iter().enumerate().rev() {
-            sql = sql.replace(&format!("${}", i + 1), value);
+async fn postgres(url: &str) {
+    use sqlx::postgres::PgPoolOptions;
+    use staleguard::idempotency::PostgresStore;
+    let schema = format!("sg_bench_{}", std::process::id());
+    let admin = sqlx::PgPool::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let open = |url: String, schema: String| async move {
+        let options = url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .test_before_acquire(false)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let store = PostgresStore::new(pool.clone(), "idempotency_records").unwrap();
+        store.migrate().await.unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS bench_orders (order_key TEXT PRIMARY KEY, amount BIGINT NOT NULL)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        PgShop {
+            idem: Idempotency::new(store.clone()),
+            fast: Idempotency::new(store.asynchronous_completion()),
+            pool,
         }
-        format!("{sql};\n")
     };
-    let script = format!(
-        "\\set key random(1, 999999999999)\n{}{}",
-        bind(
-            claim,
-            &[
-                "'pgbench'",
-                "''",
-                key,
-                key,
-                "'fp'",
-                key,
-                "30000",
-                "86400000",
-                "false"
-            ]
-        ),
-        bind(
-            finish,
-            &[
-                "'pgbench'",
-                "''",
-                key,
-                "1",
-                "'SUCCESS'",
-                "'{\"amount\":1}'",
-                "86400000",
-                key
-            ]
-        ),
-    );
-    let path = std::env::temp_dir().join(format!("staleguard-pgbench-{}.sql", std::process::id()));
-    std::fs::write(&path, script).ok()?;
-    let out = std::process::Command::new("pgbench")
-        .args([
-            "-n",
-            "-M",
-            "prepared",
-            "-c",
-            &clients.to_string(),
-            "-j",
-            "2",
-            "-T",
-            &seconds.to_string(),
-        ])
-        .arg("-f")
-        .arg(&path)
-        .arg(url)
-        .output()
-        .ok()?;
-    let _ = std::fs::remove_file(&path);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let pick = |prefix: &str| {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(prefix))
-            .map(str::trim)
-            .map(str::to_owned)
+
+    // Round trips per call, on the wire: each call made on a settled pool (every connection
+    // back and pinged), its statements prepared by earlier calls.
+    let proxy = wire::CountingProxy::start(url).await;
+    let counted = open(proxy.url.clone(), schema.clone()).await;
+    let replay = fresh();
+    counted.remote(replay.clone()).await.unwrap();
+    let settled = || async {
+        while counted.pool.num_idle() < counted.pool.size() as usize {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        proxy.take()
     };
-    Some(format!(
-        "{} | {}",
-        pick("latency average")
-            .unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned()),
-        pick("tps").unwrap_or_default()
-    ))
+    println!("\n## PostgreSQL: round trips per call (counted on the wire)\n");
+    println!("| call | statements | sqlx release pings | total |");
+    println!("| --- | --- | --- | --- |");
+    for (label, kind) in [
+        ("the INSERT alone", Kind::Raw),
+        ("remote-effect mode, new key", Kind::Remote),
+        (
+            "remote-effect mode, asynchronous completion, new key",
+            Kind::Fast,
+        ),
+        ("one-transaction mode, new key", Kind::Local),
+        ("replay", Kind::Replay),
+        ("point read", Kind::PointRead),
+    ] {
+        for _ in 0..5 {
+            one(&counted, kind, &replay).await;
+        }
+        let n = 20;
+        let mut sum = (0, 0, 0);
+        for _ in 0..n {
+            settled().await;
+            one(&counted, kind, &replay).await;
+            let t = settled().await;
+            sum = (sum.0 + t.statements, sum.1 + t.pings, sum.2 + t.total);
+        }
+        let avg = |x: usize| x as f64 / n as f64;
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.1} |",
+            avg(sum.0),
+            avg(sum.1),
+            avg(sum.2)
+        );
+    }
+    counted.pool.close().await;
+
+    let shop = Arc::new(open(url.to_owned(), schema.clone()).await);
+    report(
+        "PostgreSQL (local server, fsync on)",
+        shop.clone(),
+        8,
+        50,
+        true,
+    )
+    .await;
+    shop.pool.close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
 }
 
 fn main() {
@@ -297,33 +394,37 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let n = 5_000;
-        let tasks = 16;
-        println!("per-request latency p50 / p99 in µs, sequential, {n} requests; throughput in requests/s with {tasks} concurrent callers\n");
-        println!("| store | bare handler | claim + complete | replay | bare req/s | claim + complete req/s |");
-        println!("| --- | --- | --- | --- | --- | --- |");
-        measure("memory", Idempotency::new(MemoryStore::new()), n, tasks).await;
-
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let dir = if std::path::Path::new("/dev/shm").is_dir() {
+            "/dev/shm".into()
+        } else {
+            std::env::temp_dir()
+        };
         let file = dir.join(format!("staleguard-bench-{}.db", std::process::id()));
-        let sqlite = SqliteStore::open(&file, "idempotency_records").await.unwrap();
-        measure("sqlite (WAL, synchronous=FULL)", Idempotency::new(sqlite), n, tasks).await;
+        let store = staleguard::idempotency::SqliteStore::open(&file, "idempotency_records")
+            .await
+            .unwrap();
+        let pool = store.pool().clone();
+        sqlx::raw_sql(
+            "CREATE TABLE bench_orders (order_key TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let idem = Idempotency::new(store);
+        let shop = Arc::new(SqliteShop {
+            fast: idem.clone(),
+            idem,
+            pool,
+        });
+        report("SQLite (file on tmpfs, WAL)", shop, 40, 20, false).await;
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
         }
 
         #[cfg(feature = "postgres")]
         match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => {
-                let table = format!("staleguard_bench_{}", std::process::id());
-                let pg = staleguard::idempotency::PostgresStore::connect(&url, &table).await.unwrap();
-                measure("postgres", Idempotency::new(pg.clone()), n, tasks).await;
-                let reference = pgbench(&url, pg.claim_sql(), pg.finish_sql(), tasks, 10);
-                println!("\npgbench -M prepared -c {tasks} -j 2 -T 10, claim + complete per transaction: {}", reference.unwrap_or_default());
-                let drop = format!("DROP TABLE IF EXISTS {table}");
-                let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(pg.pool()).await;
-            }
-            _ => println!("\npostgres: skipped (STALEGUARD_TEST_POSTGRES_URL is not set)"),
+            Ok(url) if !url.is_empty() => postgres(&url).await,
+            _ => println!("\nPostgreSQL: skipped (STALEGUARD_TEST_POSTGRES_URL is not set)"),
         }
     });
 }

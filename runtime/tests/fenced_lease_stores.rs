@@ -128,6 +128,133 @@ async fn postgres_store_keeps_the_lease_contract_and_fences() {
     pg.finish().await;
 }
 
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_keeps_the_lease_contract_and_fences() {
+    use staleguard::lease::RedisLeaseStore;
+    let Some(url) = fenced_support::redis_url("redis_store_keeps_the_lease_contract_and_fences")
+    else {
+        return;
+    };
+    let prefix = fenced_support::unique_name("sg_lease");
+    let store = RedisLeaseStore::connect(&url, &prefix).await.unwrap();
+    lease_contract(&store).await;
+
+    // A value written with a token is refused as soon as a newer holder has acquired, before
+    // that holder writes anything.
+    let short = Duration::from_millis(50);
+    let target = format!("{prefix}:value");
+    let old = store.acquire("res:v", "old", short).await.unwrap();
+    store
+        .fenced_set("res:v", old.token(), &target, "from old")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let new = store.acquire("res:v", "new", TTL).await.unwrap();
+    match store
+        .fenced_set("res:v", old.token(), &target, "late")
+        .await
+    {
+        Err(FenceError::Fenced(f)) => assert_eq!(f.current, Some(new.token())),
+        other => panic!("the expired holder was not fenced: {other:?}"),
+    }
+    store
+        .fenced_set("res:v", new.token(), &target, "from new")
+        .await
+        .unwrap();
+    fenced_support::drop_redis_prefix(&url, &prefix).await;
+}
+
+/// Workers race for one resource for a while, never releasing (each lease ends at its ttl), on
+/// one or several handles to the store (pools). By the store's clock, every grant's interval
+/// `[expiry - ttl, expiry)` ends before the next grant starts: no two holders overlap; and the
+/// tokens grow with the grants.
+async fn holders_never_overlap<S: LeaseStore + Clone + Send + Sync + 'static>(stores: &[S]) {
+    const RACE_TTL: Duration = Duration::from_millis(40);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(700);
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..6 {
+        let store = stores[worker % stores.len()].clone();
+        tasks.spawn(async move {
+            let mut grants = Vec::new();
+            let mut n = 0;
+            while tokio::time::Instant::now() < deadline {
+                n += 1;
+                match store
+                    .acquire("res:overlap", &format!("w{worker}-{n}"), RACE_TTL)
+                    .await
+                {
+                    Ok(lease) => {
+                        let end = lease.expires_at_ms();
+                        grants.push((lease.token().get(), end - RACE_TTL.as_millis() as i64, end));
+                    }
+                    Err(LeaseError::Held(_)) => {}
+                    Err(other) => panic!("{other}"),
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            grants
+        });
+    }
+    let mut grants = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        grants.extend(done.unwrap());
+    }
+    grants.sort_unstable();
+    assert!(grants.len() >= 5, "too few grants to race: {grants:?}");
+    for pair in grants.windows(2) {
+        let ((t1, _, end1), (t2, start2, _)) = (pair[0], pair[1]);
+        assert!(t2 > t1, "a token was granted twice: {grants:?}");
+        assert!(
+            start2 >= end1,
+            "token {t2} was granted at {start2}, while token {t1} held the lease until {end1}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_holders_never_overlap() {
+    holders_never_overlap(&[MemoryLeaseStore::new()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_holders_on_two_pools_never_overlap() {
+    let first = SqliteLeaseStore::new(sqlite_pool().await);
+    first.migrate().await.unwrap();
+    let options = (*first.pool().connect_options()).clone();
+    let second = SqliteLeaseStore::new(sqlx::SqlitePool::connect_with(options).await.unwrap());
+    holders_never_overlap(&[first, second]).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_holders_never_overlap() {
+    let Some(pg) = fenced_support::pg::PgDb::connect("postgres_holders_never_overlap").await else {
+        return;
+    };
+    let store = staleguard::lease::PgLeaseStore::new(pg.pool.clone());
+    store.migrate().await.unwrap();
+    holders_never_overlap(&[store]).await;
+    pg.finish().await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holders_never_overlap() {
+    let Some(url) = fenced_support::redis_url("redis_holders_never_overlap") else {
+        return;
+    };
+    let prefix = fenced_support::unique_name("sg_lease");
+    let first = staleguard::lease::RedisLeaseStore::connect(&url, &prefix)
+        .await
+        .unwrap();
+    let second = staleguard::lease::RedisLeaseStore::connect(&url, &prefix)
+        .await
+        .unwrap();
+    holders_never_overlap(&[first, second]).await;
+    fenced_support::drop_redis_prefix(&url, &prefix).await;
+}
+
 /// Many owners racing for one resource: at most one holds it at a time, and each grant's
 /// token is new.
 async fn racing_owners_never_share_a_token(store: &(impl LeaseStore + Clone + 'static)) {

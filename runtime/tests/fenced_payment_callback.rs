@@ -3,13 +3,18 @@
 //! cancelled and exits stale; no order ever goes from cancelled to paid. Forced interleavings
 //! with `Notify`, then 1,000 randomized interleavings of callback, cancel and an unrelated
 //! address edit, on SQLite and (when configured) PostgreSQL.
+//!
+//! And a cancel that pauses after its check past its lease while the callback arrives: only
+//! the fence keeps both from writing. The mutation test re-runs that story with the fence
+//! check switched off (feature `mutation-testing`) and requires it to fail.
 
 mod fenced_support;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fenced_support::{AppError, IsHeld, Rng, retry_while_held, sqlite_pool};
+use fenced_support::{AppError, IsHeld, Rng, mutant_switch, retry_while_held, sqlite_pool};
 use sqlx::Row;
 use staleguard::lease::SqliteLeaseStore;
 use tokio::sync::Notify;
@@ -82,6 +87,8 @@ trait Orders {
     async fn edit_address(&self, order_id: i64, address: &str) -> Result<(), AppError>;
     async fn snapshot(&self, order_id: i64) -> Result<Snapshot, AppError>;
     fn pause_cancel(&self, pause: Option<Arc<Pause>>);
+    /// The leases' ttl (30 s unless a test shortens it).
+    fn set_ttl(&self, ttl: Duration);
 }
 
 /// The same service for each backend: only the pool, connection and store types differ.
@@ -91,9 +98,14 @@ macro_rules! order_service {
             db: $pool,
             leases: $store,
             cancel_pause: Mutex<Option<Arc<Pause>>>,
+            ttl_ms: AtomicU64,
         }
 
         impl $service {
+            fn ttl(&self) -> Duration {
+                Duration::from_millis(self.ttl_ms.load(Ordering::SeqCst))
+            }
+
             async fn load(db: &mut $conn, id: i64) -> Result<Order, sqlx::Error> {
                 let row = sqlx::query("SELECT status, attempt, version FROM orders WHERE id = $1")
                     .bind(id)
@@ -154,7 +166,7 @@ macro_rules! order_service {
             }
 
             #[staleguard::fenced(
-                        lease = self.leases, resource = format!("order:{order_id}"), ttl = TTL,
+                        lease = self.leases, resource = format!("order:{order_id}"), ttl = self.ttl(),
                         begin = self.db.begin(), tx = tx,
                         state = order, reread = Self::load(&mut tx, order_id).await?,
                         verify = order.status == "awaiting_payment" && order.attempt == attempt,
@@ -172,7 +184,7 @@ macro_rules! order_service {
             }
 
             #[staleguard::fenced(
-                        lease = self.leases, resource = format!("order:{order_id}"), ttl = TTL,
+                        lease = self.leases, resource = format!("order:{order_id}"), ttl = self.ttl(),
                         begin = self.db.begin(), tx = tx,
                         state = order, reread = Self::load(&mut tx, order_id).await?,
                         verify = order.status == "awaiting_payment",
@@ -215,6 +227,10 @@ macro_rules! order_service {
             fn pause_cancel(&self, pause: Option<Arc<Pause>>) {
                 *self.cancel_pause.lock().unwrap() = pause;
             }
+
+            fn set_ttl(&self, ttl: Duration) {
+                self.ttl_ms.store(ttl.as_millis() as u64, Ordering::SeqCst);
+            }
         }
     };
 }
@@ -245,6 +261,7 @@ async fn sqlite_service() -> SqliteOrders {
         db,
         leases,
         cancel_pause: Mutex::default(),
+        ttl_ms: AtomicU64::new(TTL.as_millis() as u64),
     }
 }
 
@@ -257,6 +274,7 @@ async fn pg_service(db: &fenced_support::pg::PgDb) -> PgOrders {
         db: db.pool.clone(),
         leases,
         cancel_pause: Mutex::default(),
+        ttl_ms: AtomicU64::new(TTL.as_millis() as u64),
     }
 }
 
@@ -324,6 +342,47 @@ async fn callback_lands_during_cancel(orders: &impl Orders) {
     assert_eq!(callback, Callback::Stale);
     let snapshot = orders.snapshot(2).await.unwrap();
     assert_eq!(snapshot.status, "cancelled");
+    assert_eq!(snapshot.events, ["cancelled"]);
+}
+
+/// The cancel checks the order (awaiting payment) and pauses, holding its transaction, past its
+/// lease; the callback then takes the lease. With the fence, the callback's transaction waits
+/// for the cancel's (its fence check meets the cancel's), then re-reads "cancelled" and exits
+/// stale; without it both would act on "awaiting payment" and the order would be paid and
+/// cancelled.
+async fn cancel_paused_past_its_lease(orders: &impl Orders) {
+    orders.create(6, 7).await.unwrap();
+    let short = Duration::from_millis(150);
+    orders.set_ttl(short);
+    let pause = Arc::new(Pause::default());
+    orders.pause_cancel(Some(pause.clone()));
+    let cancel = orders.cancel(6);
+    let callback = async {
+        pause.entered.notified().await;
+        tokio::time::sleep(short * 3).await; // the cancel's lease is over
+        let done = Notify::new();
+        let call = async {
+            let outcome = retry_while_held(|| orders.on_payment_succeeded(6, 7)).await;
+            done.notify_one();
+            outcome
+        };
+        // The cancel resumes once the callback is done, or after a second if it waits.
+        let resume = async {
+            let _ = tokio::time::timeout(Duration::from_secs(1), done.notified()).await;
+            pause.resume.notify_one();
+        };
+        tokio::join!(call, resume).0
+    };
+    let (cancel, callback) = tokio::join!(cancel, callback);
+    orders.pause_cancel(None);
+    orders.set_ttl(TTL);
+    let snapshot = orders.snapshot(6).await.unwrap();
+    assert_never_paid_after_cancel(&snapshot);
+    assert_eq!(
+        (cancel.unwrap(), callback.unwrap()),
+        (Cancel::Cancelled, Callback::Stale),
+        "{snapshot:?}"
+    );
     assert_eq!(snapshot.events, ["cancelled"]);
 }
 
@@ -440,6 +499,42 @@ async fn randomized_interleavings(orders: &impl Orders, rounds: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_forced_interleavings() {
     forced_interleavings(&sqlite_service().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_cancel_paused_past_its_lease_is_not_undone() {
+    mutant_switch();
+    cancel_paused_past_its_lease(&sqlite_service().await).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cancel_paused_past_its_lease_is_not_undone() {
+    mutant_switch();
+    let Some(db) =
+        fenced_support::pg::PgDb::connect("postgres_cancel_paused_past_its_lease_is_not_undone")
+            .await
+    else {
+        return;
+    };
+    cancel_paused_past_its_lease(&pg_service(&db).await).await;
+    db.finish().await;
+}
+
+/// The mutation check: with the fence check switched off, the paused-cancel story must fail
+/// (re-run in a child process of this test binary, so the switch touches nothing else).
+#[cfg(feature = "mutation-testing")]
+#[test]
+fn without_the_fence_check_a_cancelled_order_is_paid() {
+    let mut stories = vec!["sqlite_cancel_paused_past_its_lease_is_not_undone"];
+    if cfg!(feature = "postgres")
+        && fenced_support::postgres_url_for("without_the_fence_check_a_cancelled_order_is_paid")
+    {
+        stories.push("postgres_cancel_paused_past_its_lease_is_not_undone");
+    }
+    for story in stories {
+        fenced_support::assert_fails_without_the_fence(story);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,12 @@
 //! The axum integration end to end: `Idempotency-Key` extractor, `Json` responses stored and
-//! replayed, and the draft's status codes (400 missing / invalid key, 409 in progress with
-//! `Retry-After`, 422 key reused with another payload).
+//! replayed with `Idempotent-Replayed: true`, and the draft's status codes (400 missing /
+//! invalid key, 409 in progress with `Retry-After`, 422 key reused with another payload), on
+//! the memory store, SQLite and PostgreSQL (when `STALEGUARD_TEST_POSTGRES_URL` is set; under
+//! CI a missing URL fails).
 
-#![cfg(feature = "axum")]
+#![cfg(all(feature = "axum", feature = "sqlite"))]
+
+mod idempotent_support;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -11,8 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use staleguard::idempotency::axum::IdempotencyKeyHeader;
-use staleguard::idempotency::{Classify, FailureKind, Idempotency, IdempotencyError, MemoryStore};
+use staleguard::idempotency::axum::{IdempotencyKeyHeader, mark_replays};
+use staleguard::idempotency::{
+    Classify, FailureKind, Idempotency, IdempotencyError, IdempotencyStore, MemoryStore,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
@@ -81,17 +87,27 @@ impl IntoResponse for ApiError {
     }
 }
 
-#[derive(Clone)]
-struct App {
-    idem: Idempotency<MemoryStore>,
+struct App<S> {
+    idem: Idempotency<S>,
     runs: Arc<AtomicUsize>,
     started: Arc<Notify>,
     gate: Arc<Notify>,
 }
 
+impl<S> Clone for App<S> {
+    fn clone(&self) -> Self {
+        App {
+            idem: self.idem.clone(),
+            runs: self.runs.clone(),
+            started: self.started.clone(),
+            gate: self.gate.clone(),
+        }
+    }
+}
+
 #[staleguard::idempotent(store = app.idem, key = key)]
-async fn create_payment(
-    State(app): State<App>,
+async fn create_payment<S: IdempotencyStore>(
+    State(app): State<App<S>>,
     key: IdempotencyKeyHeader,
     Json(req): Json<Pay>,
 ) -> Result<Json<Receipt>, ApiError> {
@@ -109,15 +125,16 @@ async fn create_payment(
     }))
 }
 
-fn app() -> (Router, App) {
+fn app<S: IdempotencyStore>(store: S) -> (Router, App<S>) {
     let state = App {
-        idem: Idempotency::new(MemoryStore::new()),
+        idem: Idempotency::new(store),
         runs: Arc::default(),
         started: Arc::default(),
         gate: Arc::default(),
     };
     let router = Router::new()
-        .route("/payments", post(create_payment))
+        .route("/payments", post(create_payment::<S>))
+        .layer(axum::middleware::from_fn(mark_replays))
         .with_state(state.clone());
     (router, state)
 }
@@ -132,13 +149,19 @@ fn request(key: Option<&str>, amount: u64) -> Request<Body> {
         .unwrap()
 }
 
-async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Option<String>, String) {
+/// Status, `Retry-After`, body, and whether `Idempotent-Replayed: true` was sent.
+async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Option<String>, String, bool) {
     let response = router.clone().oneshot(req).await.unwrap();
     let status = response.status();
     let retry_after = response
         .headers()
         .get(header::RETRY_AFTER)
         .map(|v| v.to_str().unwrap().to_owned());
+    let replayed = match response.headers().get("idempotent-replayed") {
+        None => false,
+        Some(v) if v == "true" => true,
+        Some(v) => panic!("Idempotent-Replayed: {v:?}"),
+    };
     let body = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
         .unwrap();
@@ -146,13 +169,13 @@ async fn send(router: &Router, req: Request<Body>) -> (StatusCode, Option<String
         status,
         retry_after,
         String::from_utf8(body.to_vec()).unwrap(),
+        replayed,
     )
 }
 
-#[tokio::test]
-async fn missing_or_invalid_key_is_400() {
-    let (router, state) = app();
-    let (status, _, body) = send(&router, request(None, 5)).await;
+async fn missing_or_invalid_key_is_400<S: IdempotencyStore>(store: S) {
+    let (router, state) = app(store);
+    let (status, _, body, _) = send(&router, request(None, 5)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(problem["status"], 400);
@@ -162,50 +185,48 @@ async fn missing_or_invalid_key_is_400() {
         problem["type"],
         "urn:staleguard:problem:idempotency-key-missing"
     );
-    let (status, _, _) = send(&router, request(Some("has space"), 5)).await;
+    let (status, _, _, replayed) = send(&router, request(Some("has space"), 5)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(!replayed);
     assert_eq!(state.runs.load(Ordering::SeqCst), 0);
 }
 
-#[tokio::test]
-async fn replay_returns_the_stored_json_and_reuse_is_422() {
-    let (router, state) = app();
+async fn replay_returns_the_stored_json_and_reuse_is_422<S: IdempotencyStore>(store: S) {
+    let (router, state) = app(store);
     let first = send(&router, request(Some("\"k-1\""), 5)).await;
     assert_eq!(first.0, StatusCode::OK);
+    assert!(!first.3, "the first answer is no replay");
     let receipt: Receipt = serde_json::from_str(&first.2).unwrap();
     assert_eq!(receipt, Receipt { amount: 5, run: 1 });
     // The quoted (structured-field) and bare forms are the same key.
     let again = send(&router, request(Some("k-1"), 5)).await;
-    assert_eq!(again, first);
+    assert_eq!((again.0, &again.1, &again.2), (first.0, &first.1, &first.2));
+    assert!(again.3, "a replay carries Idempotent-Replayed: true");
     assert_eq!(state.runs.load(Ordering::SeqCst), 1);
-    let (status, _, _) = send(&router, request(Some("k-1"), 6)).await;
+    let (status, _, _, replayed) = send(&router, request(Some("k-1"), 6)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(!replayed, "a refused reuse is no replay");
 }
 
-#[tokio::test]
-async fn permanent_failure_is_replayed() {
-    let (router, state) = app();
-    assert_eq!(
-        send(&router, request(Some("k-0"), 0)).await.0,
-        StatusCode::PAYMENT_REQUIRED
-    );
-    assert_eq!(
-        send(&router, request(Some("k-0"), 0)).await.0,
-        StatusCode::PAYMENT_REQUIRED
-    );
+async fn permanent_failure_is_replayed<S: IdempotencyStore>(store: S) {
+    let (router, state) = app(store);
+    let first = send(&router, request(Some("k-0"), 0)).await;
+    assert_eq!((first.0, first.3), (StatusCode::PAYMENT_REQUIRED, false));
+    let again = send(&router, request(Some("k-0"), 0)).await;
+    assert_eq!((again.0, again.3), (StatusCode::PAYMENT_REQUIRED, true));
     assert_eq!(state.runs.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn duplicate_in_flight_is_409_with_retry_after() {
-    let (router, state) = app();
+async fn duplicate_in_flight_is_409_with_retry_after<S: IdempotencyStore>(store: S) {
+    let (router, state) = app(store);
     let first = {
         let router = router.clone();
         tokio::spawn(async move { send(&router, request(Some("k-13"), 13)).await })
     };
     state.started.notified().await;
-    let (status, retry_after, _) = send(&router, request(Some("k-13"), 13)).await;
+    let (status, retry_after, _, replayed) = send(&router, request(Some("k-13"), 13)).await;
     assert_eq!(status, StatusCode::CONFLICT);
+    assert!(!replayed);
     let secs: u64 = retry_after.expect("Retry-After is set").parse().unwrap();
     assert!(
         (1..=30).contains(&secs),
@@ -213,12 +234,69 @@ async fn duplicate_in_flight_is_409_with_retry_after() {
     );
     state.gate.notify_one();
     assert_eq!(first.await.unwrap().0, StatusCode::OK);
-    assert_eq!(
-        send(&router, request(Some("k-13"), 13)).await.0,
-        StatusCode::OK
-    );
+    let after = send(&router, request(Some("k-13"), 13)).await;
+    assert_eq!((after.0, after.3), (StatusCode::OK, true));
     assert_eq!(state.runs.load(Ordering::SeqCst), 1);
 }
+
+/// Each scenario on a fresh store of each kind.
+macro_rules! on_every_store {
+    ($($scenario:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::MemoryStore::new()).await;
+                }
+            )*
+        }
+
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let (engine, _file) = super::idempotent_support::sqlite_store(Default::default()).await;
+                    super::$scenario(engine.store().clone()).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    use super::idempotent_support::*;
+                    let Some(url) = postgres_url(concat!("axum postgres::", stringify!($scenario))) else { return };
+                    let (engine, table) = postgres_store(&url, Default::default()).await;
+                    super::$scenario(engine.store().clone()).await;
+                    drop_postgres_table(&engine, &table).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    use super::idempotent_support::*;
+                    let Some(url) = redis_url(concat!("axum redis::", stringify!($scenario))) else { return };
+                    let engine = redis_store(&url, Default::default()).await;
+                    super::$scenario(engine.store().clone()).await;
+                    drop_redis_prefix(&url, engine.store().prefix()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    missing_or_invalid_key_is_400,
+    replay_returns_the_stored_json_and_reuse_is_422,
+    permanent_failure_is_replayed,
+    duplicate_in_flight_is_409_with_retry_after,
+);
 
 /// Every kind of error is an RFC 9457 problem with its own type, the status it is sent with,
 /// a title and the error's text as the detail.

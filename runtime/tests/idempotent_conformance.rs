@@ -62,9 +62,9 @@ impl<S: IdempotencyStore> IdempotencyStore for Counting<S> {
         self.tick();
         self.inner.get(key).await
     }
-    async fn unknown(&self, limit: u32) -> Result<Vec<Record>, StoreError> {
+    async fn unknown(&self, limit: u32, reserve_ms: i64) -> Result<Vec<Record>, StoreError> {
         self.tick();
-        self.inner.unknown(limit).await
+        self.inner.unknown(limit, reserve_ms).await
     }
     async fn resolve(
         &self,
@@ -571,6 +571,71 @@ async fn still_unknown_records_make_way_for_newer_ones<S: IdempotencyStore + Clo
     assert_eq!(f.record("k1").await.unwrap().state, State::Unknown);
 }
 
+async fn two_reconcilers_ask_about_each_record_once<S: IdempotencyStore + Clone>(f: &Fixture<S>) {
+    let engine = f.expiring();
+    let keys = ["k1", "k2", "k3", "k4", "k5", "k6"];
+    for key in keys {
+        let guard = run(&engine, call(key, 100)).await;
+        assert_eq!(
+            guard.finish::<Receipt, _>(Err(AppError::Timeout)).await,
+            Err(AppError::Timeout)
+        );
+    }
+    // One reconciler per instance, passes at the same moment; the provider is slow to answer.
+    let asked: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let reconciler = || {
+        let asked = asked.clone();
+        Reconciler::new(
+            engine.clone(),
+            move |record: staleguard::idempotency::UnknownRecord| {
+                let asked = asked.clone();
+                async move {
+                    asked.lock().unwrap().push(record.key.key.clone());
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Resolution::success(&receipt(&record.key.key, 1)).unwrap()
+                }
+            },
+        )
+    };
+    let (a, b) = (reconciler(), reconciler());
+    let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    let mut asked = asked.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(
+        asked, keys,
+        "each record is asked about once, by one reconciler"
+    );
+    assert_eq!((ra.resolved + rb.resolved, ra.raced + rb.raced), (6, 0));
+    for key in keys {
+        assert_eq!(replay(&engine, call(key, 100)).await, Ok(receipt(key, 1)));
+    }
+}
+
+async fn a_reservation_ends_and_the_record_is_asked_about_again<S: IdempotencyStore + Clone>(
+    f: &Fixture<S>,
+) {
+    // A reconciler that took a record and died (its reservation is never ended by a defer or a
+    // resolution) does not hide it for ever: after the reservation, another pass asks.
+    let engine = f.expiring();
+    let guard = run(&engine, call("k1", 100)).await;
+    let _ = guard.finish::<Receipt, _>(Err(AppError::Timeout)).await;
+    let taken = f.store.inner.unknown(10, 150).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert!(
+        f.store.inner.unknown(10, 150).await.unwrap().is_empty(),
+        "reserved"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = Reconciler::new(engine.clone(), |_| async {
+        Resolution::success(&receipt("o1", 1)).unwrap()
+    })
+    .run_once()
+    .await
+    .unwrap();
+    assert_eq!(report.resolved, 1);
+}
+
 async fn retention_expires_outcomes_and_the_reaper_spares_live_records<
     S: IdempotencyStore + Clone,
 >(
@@ -672,6 +737,20 @@ macro_rules! suite {
                 }
             )*
         }
+
+        #[cfg(feature = "redis")]
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    let Some(url) = super::redis_url(concat!("redis::", stringify!($check))) else { return };
+                    let engine = super::redis_store(&url, Default::default()).await;
+                    let fixture = super::Fixture::new(engine.store().clone());
+                    super::$check(&fixture).await;
+                    super::drop_redis_prefix(&url, engine.store().prefix()).await;
+                }
+            )*
+        }
     };
 }
 
@@ -691,5 +770,7 @@ suite!(
     permanent_failure_is_replayed_or_retried_by_policy,
     unknown_is_in_progress_until_reconciled,
     still_unknown_records_make_way_for_newer_ones,
+    two_reconcilers_ask_about_each_record_once,
+    a_reservation_ends_and_the_record_is_asked_about_again,
     retention_expires_outcomes_and_the_reaper_spares_live_records,
 );

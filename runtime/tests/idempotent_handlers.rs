@@ -215,19 +215,22 @@ macro_rules! on_every_store {
         mod $check {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn memory() {
-                let file = super::ScratchFile::new("ledger");
-                let pool = sqlx::SqlitePool::connect_with(
-                    sqlx::sqlite::SqliteConnectOptions::new()
-                        .filename(&file.0)
-                        .create_if_missing(true)
-                        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-                        .busy_timeout(std::time::Duration::from_secs(30)),
-                )
-                .await
-                .unwrap();
-                let ledger = super::Ledger::sqlite(pool).await;
+                let (ledger, _file) = super::Ledger::scratch().await;
                 let shop = super::Shop::new(super::memory_store($config), ledger);
                 super::$check(shop).await;
+            }
+
+            #[cfg(feature = "redis")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() {
+                let Some(url) = super::redis_url(concat!(stringify!($check), "::redis")) else {
+                    return;
+                };
+                let (ledger, _file) = super::Ledger::scratch().await;
+                let idem = super::redis_store(&url, $config).await;
+                let prefix = idem.store().prefix().to_owned();
+                super::$check(super::Shop::new(idem, ledger)).await;
+                super::drop_redis_prefix(&url, &prefix).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 //!     let error = error_codec::<E>();           // `E: Classify + ..`, on `E`: checked once
 //!     let engine = <store>;                      // cloned, so no borrow is held
 //!     let call = key + tenant + fingerprint;     // evaluated before the body moves anything
-//!     let guard = match begin(engine, call, ..) { // one store round trip
+//!     let guard = match begin(engine, call, ..) { // the claim (a read for a replay)
 //!         Continue(guard) => guard,
 //!         Break(result) => return result,        // replay, in progress, mismatch, missing key
 //!     };
@@ -15,6 +15,11 @@
 //!     guard.finish_with(result, ..).await        // compare-and-set on (key, fence, owner)
 //! }
 //! ```
+//!
+//! With `tx = tx` (the one-transaction mode), `begin_local` claims inside a new transaction and
+//! hands it over: `let (guard, mut tx) = ..;` the body writes through `tx`, and
+//! `guard.finish_with(tx, result, ..)` writes the outcome in it and commits (an error rolls
+//! everything back).
 
 use super::valid::{Fields, Model};
 use proc_macro2::TokenStream;
@@ -98,6 +103,29 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
     let key_source = quote_spanned!(key.span()=> #private::IdempotencyKey::from_source(&(#key))?);
     let body = &model.function.block;
 
+    let run = match &model.tx {
+        None => quote! {
+            let __sg_guard = match #private::begin(&__sg_engine, __sg_call, &__sg_response, &__sg_error).await {
+                ::core::ops::ControlFlow::Continue(__sg_guard) => __sg_guard,
+                ::core::ops::ControlFlow::Break(__sg_result) => return __sg_result #wrap,
+            };
+            #claim
+            let __sg_result: ::core::result::Result<#ok, #err> =
+                (async || -> ::core::result::Result<#ok, #err> #body)().await;
+            __sg_guard.finish_with(__sg_result #unwrap, &__sg_response, &__sg_error).await #wrap
+        },
+        Some(tx) => quote! {
+            #[allow(unused_mut)]
+            let (__sg_guard, mut #tx) = match #private::begin_local(&__sg_engine, __sg_call, &__sg_response, &__sg_error).await {
+                ::core::ops::ControlFlow::Continue(__sg_claimed) => __sg_claimed,
+                ::core::ops::ControlFlow::Break(__sg_result) => return __sg_result #wrap,
+            };
+            #claim
+            let __sg_result: ::core::result::Result<#ok, #err> =
+                (async || -> ::core::result::Result<#ok, #err> #body)().await;
+            __sg_guard.finish_with(#tx, __sg_result #unwrap, &__sg_response, &__sg_error).await #wrap
+        },
+    };
     let block = quote! {{
         let __sg_response = #response_codec;
         let __sg_error = #error_codec;
@@ -114,14 +142,7 @@ pub(crate) fn expand(model: &Model) -> TokenStream {
             #failed
             ::core::result::Result::Ok(__sg_call)
         })();
-        let __sg_guard = match #private::begin(&__sg_engine, __sg_call, &__sg_response, &__sg_error).await {
-            ::core::ops::ControlFlow::Continue(__sg_guard) => __sg_guard,
-            ::core::ops::ControlFlow::Break(__sg_result) => return __sg_result #wrap,
-        };
-        #claim
-        let __sg_result: ::core::result::Result<#ok, #err> =
-            (async || -> ::core::result::Result<#ok, #err> #body)().await;
-        __sg_guard.finish_with(__sg_result #unwrap, &__sg_response, &__sg_error).await #wrap
+        #run
     }};
     let mut function = model.function.clone();
     match syn::parse2(block) {

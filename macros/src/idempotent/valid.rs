@@ -29,6 +29,8 @@ pub(crate) struct Model {
     pub retention: Option<Duration>,
     pub failed: Option<FailedPolicy>,
     pub claim: Option<Ident>,
+    /// The one-transaction mode: the body's transaction.
+    pub tx: Option<Ident>,
     /// `T` of `Result<T, E>`.
     pub ok: Type,
     pub err: Type,
@@ -108,6 +110,7 @@ pub(crate) fn check(
         retention: args.retention.map(|a| a.value),
         failed: args.failed.map(|a| a.value),
         claim: args.claim.map(|a| a.value),
+        tx: args.tx.map(|a| a.value),
         ok,
         err,
     })

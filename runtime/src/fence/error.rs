@@ -249,3 +249,24 @@ impl From<StoreError> for Error {
         Error::Store(err)
     }
 }
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for StoreError {
+    fn from(err: redis::RedisError) -> Self {
+        StoreError::new(err)
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for LeaseError {
+    fn from(err: redis::RedisError) -> Self {
+        LeaseError::Store(err.into())
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for FenceError {
+    fn from(err: redis::RedisError) -> Self {
+        FenceError::Store(err.into())
+    }
+}

@@ -18,6 +18,38 @@ use std::future::Future;
 use crate::lease::FencingToken;
 
 pub use cell::FencedCell;
+
+/// Test-only (feature `mutation-testing`): a switch that turns every fence check into a no-op
+/// (`FenceCheck` implementations accept any token, `FencedCell` any write), to show that the
+/// tests of the stories fail without it. Never enable the feature in a build you deploy.
+#[cfg(feature = "mutation-testing")]
+#[doc(hidden)]
+pub mod __mutation {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static OFF: AtomicBool = AtomicBool::new(false);
+
+    /// Switches the fence checks off in this process, for good.
+    pub fn disable_fence_checks() {
+        OFF.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn off() -> bool {
+        OFF.load(Ordering::SeqCst)
+    }
+}
+
+/// Whether the fence checks were switched off (only ever with feature `mutation-testing`).
+pub(crate) fn checks_off() -> bool {
+    #[cfg(feature = "mutation-testing")]
+    {
+        __mutation::off()
+    }
+    #[cfg(not(feature = "mutation-testing"))]
+    {
+        false
+    }
+}
 pub use error::{Error, FenceError, Fenced, Held, LeaseError, Lost, Stale, StoreError};
 
 /// Runs the fencing check for `resource` with `token` inside the implementor's transaction.

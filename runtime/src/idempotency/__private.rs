@@ -3,7 +3,8 @@
 use super::engine::{AsIdempotency, Begun, Call, ErrorCodec, Guard, Idempotency, ResponseCodec};
 use super::error::IdempotencyError;
 use super::fingerprint::Fingerprinter;
-use super::store::IdempotencyStore;
+use super::local::{BegunLocal, LocalGuard};
+use super::store::{IdempotencyStore, LocalStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::ops::ControlFlow;
@@ -32,19 +33,50 @@ where
         Ok(call) => engine.begin(call).await,
         Err(e) => Err(e),
     };
+    match outcome {
+        Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
+        Ok(Begun::Replay(stored)) => ControlFlow::Break(replay(stored, response, error)),
+        Err(e) => ControlFlow::Break(Err((error.from)(e))),
+    }
+}
+
+/// The handler's result from a stored outcome (and the replay noted for `Idempotent-Replayed`).
+fn replay<T, E>(
+    stored: Result<String, String>,
+    response: &ResponseCodec<T>,
+    error: &ErrorCodec<E>,
+) -> Result<T, E> {
+    super::replayed::note();
     let from = error.from;
     let codec = |e: serde_json::Error| {
         from(IdempotencyError::Codec {
             reason: e.to_string(),
         })
     };
+    match stored {
+        Ok(body) => (response.decode)(&body).map_err(codec),
+        Err(body) => Err((error.decode)(&body).unwrap_or_else(codec)),
+    }
+}
+
+/// [`begin`] for the one-transaction mode: the guard and the transaction for the body.
+pub async fn begin_local<S, T, E>(
+    engine: &Idempotency<S>,
+    call: Result<Call, IdempotencyError>,
+    response: &ResponseCodec<T>,
+    error: &ErrorCodec<E>,
+) -> ControlFlow<Result<T, E>, (LocalGuard<S>, S::Tx)>
+where
+    S: LocalStore,
+{
+    let outcome = match call {
+        Ok(call) => engine.begin_local(call).await,
+        Err(e) => Err(e),
+    };
     match outcome {
-        Ok(Begun::Run(guard)) => ControlFlow::Continue(guard),
-        Ok(Begun::Replay(Ok(body))) => ControlFlow::Break((response.decode)(&body).map_err(codec)),
-        Ok(Begun::Replay(Err(body))) => {
-            ControlFlow::Break(Err((error.decode)(&body).unwrap_or_else(codec)))
-        }
-        Err(e) => ControlFlow::Break(Err(from(e))),
+        Ok(BegunLocal::Run(guard, tx)) => ControlFlow::Continue((guard, tx)),
+        Ok(BegunLocal::Replay(stored)) => ControlFlow::Break(replay(stored, response, error)),
+        Err(e) => ControlFlow::Break(Err((error.from)(e))),
     }
 }
 

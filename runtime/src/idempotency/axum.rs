@@ -1,14 +1,16 @@
-//! The axum integration (feature `axum`): the `Idempotency-Key` header extractor and
+//! The axum integration (feature `axum`): the `Idempotency-Key` header extractor,
 //! `IntoResponse` for [`IdempotencyError`] with the draft's status codes (400 missing or invalid
 //! key, 409 in progress with `Retry-After`, 422 key reused with a different payload), as RFC 9457
-//! `application/problem+json` bodies, as the draft asks.
+//! `application/problem+json` bodies, as the draft asks, and the [`mark_replays`] middleware
+//! that adds `Idempotent-Replayed: true` to replayed responses.
 
 use super::error::IdempotencyError;
 use super::key::{IdempotencyKey, KeySource};
-use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::extract::{FromRequestParts, OptionalFromRequestParts, Request};
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::borrow::Cow;
 
@@ -60,6 +62,31 @@ impl KeySource for IdempotencyKeyHeader {
     fn key_text(&self) -> Option<Cow<'_, str>> {
         self.0.key_text()
     }
+}
+
+/// The response header that marks a replay.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// Middleware that adds `Idempotent-Replayed: true` to every response an `#[idempotent]`
+/// handler answered from the store (a stored success or a stored permanent failure), and to
+/// no other. Install it on the router or on the idempotent routes:
+///
+/// ```ignore
+/// let app = Router::new()
+///     .route("/payments", post(create_payment))
+///     .layer(axum::middleware::from_fn(staleguard::idempotency::axum::mark_replays));
+/// ```
+///
+/// The handler tells it through a task-local flag set on its replay path, so the handler's
+/// own response type is unchanged.
+pub async fn mark_replays(request: Request, next: Next) -> Response {
+    let (replayed, mut response) = super::replayed::watch(next.run(request)).await;
+    if replayed {
+        response
+            .headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
 }
 
 /// The media type of an RFC 9457 problem details body.

@@ -2,12 +2,13 @@
 //! by compare-and-set. `#[idempotent]` expands into [`Idempotency::begin`] and
 //! [`Guard::finish`] around the handler's body.
 
+pub use super::codec::{ErrorCodec, ResponseCodec};
 use super::error::IdempotencyError;
 use super::failure::{Classify, FailureKind};
 use super::fingerprint::Fingerprint;
 use super::key::{IdempotencyKey, RecordKey};
 use super::record::{Attempt, ClaimRequest, Outcome, Record, State, Transition};
-use super::store::IdempotencyStore;
+use super::store::{IdempotencyStore, StoreError};
 use super::token;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -58,12 +59,12 @@ impl Default for Config {
 
 /// A store and its configuration. Cheap to clone (one `Arc`).
 pub struct Idempotency<S> {
-    inner: Arc<Inner<S>>,
+    pub(super) inner: Arc<Inner<S>>,
 }
 
-struct Inner<S> {
-    store: S,
-    config: Config,
+pub(super) struct Inner<S> {
+    pub(super) store: S,
+    pub(super) config: Config,
 }
 
 impl<S> Clone for Idempotency<S> {
@@ -110,7 +111,7 @@ pub enum Begun<S> {
     Replay(Result<String, String>),
 }
 
-fn ms(d: Duration) -> i64 {
+pub(super) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
@@ -134,41 +135,35 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 
     /// Claims the call's key and decides: run, replay, or an error (in progress, mismatch,
-    /// store). One store round trip unless waiting.
+    /// store). A replay or an "in progress" answer is one read; the store writes only for a
+    /// new key or a takeover.
     pub async fn begin(&self, call: Call) -> Result<Begun<S>, IdempotencyError> {
-        let key = RecordKey::new(
-            call.handler,
-            call.tenant.as_ref().map(|t| t.as_str()),
-            &call.key,
-        );
-        let span = tracing::info_span!(
-            "idempotency.claim",
-            handler = %key.handler,
-            tenant = %key.tenant,
-            key = %key.key,
-            fence = tracing::field::Empty,
-        );
+        let prepared = self.prepare(call);
+        let Prepared {
+            key,
+            span,
+            lease,
+            retention,
+            wait,
+            owner,
+            ..
+        } = &prepared;
+        let (lease, retention, wait) = (*lease, *retention, *wait);
         let config = &self.inner.config;
-        let lease = call.lease.unwrap_or(config.lease);
-        let retention = call.retention.unwrap_or(config.retention);
-        let wait = call.wait.or(config.wait);
-        let failed = call.failed.unwrap_or(config.failed);
-        let owner = token::fresh();
-        let record_id = token::fresh();
-        let request = ClaimRequest {
-            key: &key,
-            record_id: &record_id,
-            fingerprint: call.fingerprint.as_str(),
-            owner: &owner,
-            lease_ms: ms(lease),
-            retention_ms: ms(retention),
-            retry_failed: failed == FailedPolicy::Retry,
-        };
+        let request = prepared.request(prepared.failed == FailedPolicy::Retry);
         async {
             let deadline = wait.map(|w| tokio::time::Instant::now() + w);
             let mut pause = config.poll;
             loop {
-                let record = self.inner.store.claim(&request).await?;
+                // A claim is safe to repeat: if the first attempt was applied before its
+                // connection failed, the second finds the record owned by this request.
+                let record = match self.inner.store.claim(&request).await {
+                    Ok(record) => record,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "idempotency claim failed; retrying once");
+                        self.inner.store.claim(&request).await?
+                    }
+                };
                 tracing::Span::current().record("fence", record.fence);
                 match self.decide(&record, &request) {
                     Decision::Run => {
@@ -185,6 +180,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
                                 fence: record.fence,
                                 record_id: record.record_id,
                                 lease_ms: ms(lease),
+                                local: false,
                             },
                             retention_ms: ms(retention),
                         }));
@@ -217,11 +213,40 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 }
             }
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await
     }
 
-    fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
+    /// Resolves `call` against the engine's defaults and draws the owner token and the record
+    /// id a new record would get.
+    pub(super) fn prepare(&self, call: Call) -> Prepared {
+        let key = RecordKey::new(
+            call.handler,
+            call.tenant.as_ref().map(|t| t.as_str()),
+            &call.key,
+        );
+        let span = tracing::info_span!(
+            "idempotency.claim",
+            handler = %key.handler,
+            tenant = %key.tenant,
+            key = %key.key,
+            fence = tracing::field::Empty,
+        );
+        let config = &self.inner.config;
+        Prepared {
+            span,
+            key,
+            fingerprint: call.fingerprint,
+            lease: call.lease.unwrap_or(config.lease),
+            retention: call.retention.unwrap_or(config.retention),
+            wait: call.wait.or(config.wait),
+            failed: call.failed.unwrap_or(config.failed),
+            owner: token::fresh(),
+            record_id: token::fresh(),
+        }
+    }
+
+    pub(super) fn decide(&self, record: &Record, request: &ClaimRequest<'_>) -> Decision {
         if record.owner == request.owner {
             return Decision::Run;
         }
@@ -247,7 +272,34 @@ impl<S: IdempotencyStore> Idempotency<S> {
     }
 }
 
-enum Decision {
+/// A call resolved against the engine's defaults: what its claim needs.
+pub(super) struct Prepared {
+    pub(super) key: RecordKey,
+    pub(super) span: tracing::Span,
+    pub(super) fingerprint: Fingerprint,
+    pub(super) lease: Duration,
+    pub(super) retention: Duration,
+    pub(super) wait: Option<Duration>,
+    pub(super) failed: FailedPolicy,
+    pub(super) owner: String,
+    pub(super) record_id: String,
+}
+
+impl Prepared {
+    pub(super) fn request(&self, retry_failed: bool) -> ClaimRequest<'_> {
+        ClaimRequest {
+            key: &self.key,
+            record_id: &self.record_id,
+            fingerprint: self.fingerprint.as_str(),
+            owner: &self.owner,
+            lease_ms: ms(self.lease),
+            retention_ms: ms(self.retention),
+            retry_failed,
+        }
+    }
+}
+
+pub(super) enum Decision {
     Run,
     Replay(Result<String, String>),
     Mismatch,
@@ -257,12 +309,14 @@ enum Decision {
 /// What the body can see of its claim: the fence and the record id to pass downstream, and a
 /// heartbeat for long bodies. Bind it with `#[idempotent(claim = name, ..)]`.
 pub struct ClaimHandle<S> {
-    engine: Idempotency<S>,
-    key: RecordKey,
-    owner: String,
-    fence: i64,
-    record_id: String,
-    lease_ms: i64,
+    pub(super) engine: Idempotency<S>,
+    pub(super) key: RecordKey,
+    pub(super) owner: String,
+    pub(super) fence: i64,
+    pub(super) record_id: String,
+    pub(super) lease_ms: i64,
+    /// Claimed in the body's transaction: the row lock, not the lease, keeps duplicates out.
+    pub(super) local: bool,
 }
 
 impl<S> Clone for ClaimHandle<S> {
@@ -274,6 +328,7 @@ impl<S> Clone for ClaimHandle<S> {
             fence: self.fence,
             record_id: self.record_id.clone(),
             lease_ms: self.lease_ms,
+            local: self.local,
         }
     }
 }
@@ -295,7 +350,7 @@ impl<S: IdempotencyStore> ClaimHandle<S> {
         &self.key
     }
 
-    fn attempt(&self) -> Attempt<'_> {
+    pub(super) fn attempt(&self) -> Attempt<'_> {
         Attempt {
             key: &self.key,
             fence: self.fence,
@@ -304,8 +359,12 @@ impl<S: IdempotencyStore> ClaimHandle<S> {
     }
 
     /// Renews the lease for another lease period. `Err(Fenced)` when the claim was taken over:
-    /// stop, another owner is running.
+    /// stop, another owner is running. In the one-transaction mode it does nothing: the claim is
+    /// the uncommitted row, which nobody can take over.
     pub async fn heartbeat(&self) -> Result<(), IdempotencyError> {
+        if self.local {
+            return Ok(());
+        }
         match self
             .engine
             .inner
@@ -395,10 +454,7 @@ impl<S: IdempotencyStore> Guard<S> {
                         body.len()
                     ))
                 } else {
-                    match store
-                        .finish(&attempt, Outcome::Success(&body), self.retention_ms)
-                        .await
-                    {
+                    match self.finish_twice(Outcome::Success(&body)).await {
                         Ok(t) => Ok(t),
                         // The effect is done: a retry must not run it again. If the store
                         // takes a small UNKNOWN, it refused this response, not the connection
@@ -422,6 +478,10 @@ impl<S: IdempotencyStore> Guard<S> {
                                 tracing::warn!(%reason, "idempotency unknown: response not stored");
                                 Ok(value)
                             }
+                            // A failed attempt above was applied after all: stored.
+                            Ok(Transition::Fenced) if self.stored_as(State::Success).await => {
+                                Ok(value)
+                            }
                             Ok(Transition::Fenced) => {
                                 tracing::warn!("idempotency fenced: completion rejected");
                                 Err(from(IdempotencyError::Fenced))
@@ -439,7 +499,7 @@ impl<S: IdempotencyStore> Guard<S> {
                     FailureKind::Permanent => Outcome::Failed(&body),
                     FailureKind::Unknown => Outcome::Unknown(&body),
                 };
-                match store.finish(&attempt, outcome, self.retention_ms).await {
+                match self.finish_twice(outcome).await {
                     Ok(Transition::Applied) => match kind {
                         FailureKind::Unknown => tracing::warn!("idempotency unknown"),
                         FailureKind::Permanent => tracing::info!("idempotency failed"),
@@ -456,60 +516,53 @@ impl<S: IdempotencyStore> Guard<S> {
     }
 }
 
-type Encode<X> = fn(&X) -> Result<String, serde_json::Error>;
-type Decode<X> = fn(&str) -> Result<X, serde_json::Error>;
-
-/// How a handler's response is stored and replayed: its trait bounds checked once, kept as
-/// function pointers.
-pub struct ResponseCodec<T> {
-    pub(crate) encode: Encode<T>,
-    pub(crate) decode: Decode<T>,
-}
-
-impl<T: Serialize + DeserializeOwned> ResponseCodec<T> {
-    pub fn new() -> Self {
-        ResponseCodec {
-            encode: |v: &T| serde_json::to_string(v),
-            decode: |s: &str| serde_json::from_str(s),
+impl<S: IdempotencyStore> Guard<S> {
+    /// One completion, tried a second time on a store error (a connection killed mid-call:
+    /// the pools skip their ping, so a dead connection is found by the statement). When the
+    /// first attempt was applied before its answer was lost, the second reports `Fenced`: a
+    /// read tells that case from a real takeover.
+    async fn finish_twice(&self, outcome: Outcome<'_>) -> Result<Transition, StoreError> {
+        let store = &self.handle.engine.inner.store;
+        let attempt = self.handle.attempt();
+        let first = match store.finish(&attempt, outcome, self.retention_ms).await {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        tracing::debug!(error = %first, "idempotency completion failed; retrying once");
+        match store.finish(&attempt, outcome, self.retention_ms).await? {
+            Transition::Fenced if self.applied(outcome).await => Ok(Transition::Applied),
+            done => Ok(done),
         }
     }
-}
 
-impl<T: Serialize + DeserializeOwned> Default for ResponseCodec<T> {
-    fn default() -> Self {
-        ResponseCodec::new()
-    }
-}
-
-/// How a handler's error is classified, stored, replayed and built from an
-/// [`IdempotencyError`]: its trait bounds checked once, kept as function pointers.
-pub struct ErrorCodec<E> {
-    pub(crate) encode: Encode<E>,
-    pub(crate) decode: Decode<E>,
-    pub(crate) classify: fn(&E) -> FailureKind,
-    pub(crate) from: fn(IdempotencyError) -> E,
-}
-
-impl<E> ErrorCodec<E>
-where
-    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
-{
-    pub fn new() -> Self {
-        ErrorCodec {
-            encode: |e: &E| serde_json::to_string(e),
-            decode: |s: &str| serde_json::from_str(s),
-            classify: |e: &E| e.classify(),
-            from: E::from,
+    /// Whether the record shows `outcome` written by this owner (a completion whose answer was
+    /// lost).
+    async fn applied(&self, outcome: Outcome<'_>) -> bool {
+        match outcome {
+            Outcome::Success(_) => self.stored_as(State::Success).await,
+            Outcome::Failed(_) => self.stored_as(State::Failed).await,
+            Outcome::Unknown(_) => self.stored_as(State::Unknown).await,
+            Outcome::Release => match self.handle.engine.inner.store.get(&self.handle.key).await {
+                Ok(None) => self.handle.fence == 1,
+                Ok(Some(r)) => {
+                    r.fence == self.handle.fence
+                        && r.owner == self.handle.owner
+                        && r.state == State::Processing
+                        && r.lease_expires_at <= r.now
+                }
+                Err(_) => false,
+            },
         }
     }
-}
 
-impl<E> Default for ErrorCodec<E>
-where
-    E: Serialize + DeserializeOwned + Classify + From<IdempotencyError>,
-{
-    fn default() -> Self {
-        ErrorCodec::new()
+    /// Whether the record is in `state`, written by this owner under this fence.
+    async fn stored_as(&self, state: State) -> bool {
+        match self.handle.engine.inner.store.get(&self.handle.key).await {
+            Ok(Some(r)) => {
+                r.state == state && r.fence == self.handle.fence && r.owner == self.handle.owner
+            }
+            _ => false,
+        }
     }
 }
 

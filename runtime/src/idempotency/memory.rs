@@ -17,8 +17,14 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Inner {
-    records: Mutex<HashMap<RecordKey, Record>>,
+    records: Mutex<HashMap<RecordKey, Entry>>,
     offset_ms: AtomicI64,
+}
+
+/// A record and when it was last touched (the SQL stores' `updated_at`): the reconciler's order.
+struct Entry {
+    record: Record,
+    touched: i64,
 }
 
 impl MemoryStore {
@@ -49,7 +55,7 @@ impl MemoryStore {
         wall + self.inner.offset_ms.load(Ordering::SeqCst)
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<RecordKey, Record>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RecordKey, Entry>> {
         self.inner
             .records
             .lock()
@@ -81,27 +87,31 @@ impl IdempotencyStore for MemoryStore {
         };
         let record = match records.get(request.key) {
             None => fresh(1, request.record_id, None),
-            Some(existing) => {
-                let reset = existing.state.is_terminal() && existing.expires_at <= now;
-                let same = existing.fingerprint == request.fingerprint;
-                let take = reset
-                    || same
-                        && (existing.state == State::Processing
-                            && existing.lease_expires_at <= now
-                            || existing.state == State::Failed && request.retry_failed);
-                if reset {
-                    fresh(existing.fence + 1, request.record_id, None)
-                } else if take {
-                    fresh(existing.fence + 1, &existing.record_id, None)
-                } else {
-                    Record {
-                        now,
-                        ..existing.clone()
-                    }
+            Some(Entry { record, .. }) => {
+                let existing = Record {
+                    now,
+                    ..record.clone()
+                };
+                if !request.may_take(&existing) {
+                    // A replay, "in progress", a mismatch: a read, nothing written.
+                    return Ok(existing);
                 }
+                let reset = existing.state.is_terminal() && existing.expires_at <= now;
+                let id = if reset {
+                    request.record_id
+                } else {
+                    &existing.record_id
+                };
+                fresh(existing.fence + 1, id, None)
             }
         };
-        records.insert(request.key.clone(), record.clone());
+        records.insert(
+            request.key.clone(),
+            Entry {
+                record: record.clone(),
+                touched: now,
+            },
+        );
         Ok(record)
     }
 
@@ -113,9 +123,13 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<Transition, StoreError> {
         let now = self.now();
         let mut records = self.lock();
-        let Some(record) = records.get_mut(attempt.key).filter(|r| holds(r, attempt)) else {
+        let Some(Entry { record, touched }) = records
+            .get_mut(attempt.key)
+            .filter(|e| holds(&e.record, attempt))
+        else {
             return Ok(Transition::Fenced);
         };
+        *touched = now;
         let (state, response) = match outcome {
             Outcome::Success(body) => (State::Success, body),
             Outcome::Failed(body) => (State::Failed, body),
@@ -135,6 +149,7 @@ impl IdempotencyStore for MemoryStore {
         record.state = state;
         record.response = Some(response.to_owned());
         record.expires_at = now + retention_ms;
+        record.lease_expires_at = now;
         Ok(Transition::Applied)
     }
 
@@ -145,8 +160,12 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<Transition, StoreError> {
         let now = self.now();
         let mut records = self.lock();
-        match records.get_mut(attempt.key).filter(|r| holds(r, attempt)) {
-            Some(record) => {
+        match records
+            .get_mut(attempt.key)
+            .filter(|e| holds(&e.record, attempt))
+        {
+            Some(Entry { record, touched }) => {
+                *touched = now;
                 record.lease_expires_at = now + lease_ms;
                 Ok(Transition::Applied)
             }
@@ -156,20 +175,31 @@ impl IdempotencyStore for MemoryStore {
 
     async fn get(&self, key: &RecordKey) -> Result<Option<Record>, StoreError> {
         let now = self.now();
-        Ok(self.lock().get(key).map(|r| Record { now, ..r.clone() }))
+        Ok(self.lock().get(key).map(|e| Record {
+            now,
+            ..e.record.clone()
+        }))
     }
 
-    async fn unknown(&self, limit: u32) -> Result<Vec<Record>, StoreError> {
+    async fn unknown(&self, limit: u32, reserve_ms: i64) -> Result<Vec<Record>, StoreError> {
         let now = self.now();
-        let mut found: Vec<Record> = self
-            .lock()
-            .values()
-            .filter(|r| r.state == State::Unknown)
-            .map(|r| Record { now, ..r.clone() })
+        let mut records = self.lock();
+        let mut free: Vec<&mut Entry> = records
+            .values_mut()
+            .filter(|e| e.record.state == State::Unknown && e.record.lease_expires_at <= now)
             .collect();
-        found.sort_by_key(|r| r.lease_expires_at);
-        found.truncate(limit as usize);
-        Ok(found)
+        free.sort_by_key(|e| e.touched);
+        Ok(free
+            .into_iter()
+            .take(limit as usize)
+            .map(|e| {
+                e.record.lease_expires_at = now + reserve_ms;
+                Record {
+                    now,
+                    ..e.record.clone()
+                }
+            })
+            .collect())
     }
 
     async fn resolve(
@@ -181,30 +211,29 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<Transition, StoreError> {
         let now = self.now();
         let mut records = self.lock();
-        let Some(record) = records
+        // Strictly after every other UNKNOWN record, also within one millisecond.
+        let last = records
+            .values()
+            .filter(|e| e.record.state == State::Unknown)
+            .map(|e| e.touched)
+            .max()
+            .unwrap_or(0);
+        let Some(Entry { record, touched }) = records
             .get_mut(key)
-            .filter(|r| r.state == State::Unknown && r.fence == fence)
+            .filter(|e| e.record.state == State::Unknown && e.record.fence == fence)
         else {
             return Ok(Transition::Fenced);
         };
         let (state, body) = match resolved {
             Resolved::Success(body) => (State::Success, body),
             Resolved::Failed(body) => (State::Failed, body),
-            // The UNKNOWN order is by this field (an UNKNOWN record's lease is never used).
-            // Strictly after every other UNKNOWN record, also within one millisecond.
             Resolved::Deferred => {
-                let last = records
-                    .values()
-                    .filter(|r| r.state == State::Unknown)
-                    .map(|r| r.lease_expires_at)
-                    .max()
-                    .unwrap_or(0);
-                if let Some(record) = records.get_mut(key) {
-                    record.lease_expires_at = now.max(last + 1);
-                }
+                *touched = now.max(last + 1);
+                record.lease_expires_at = now;
                 return Ok(Transition::Applied);
             }
         };
+        *touched = now;
         record.state = state;
         record.response = Some(body.to_owned());
         record.expires_at = now + retention_ms;
@@ -215,7 +244,7 @@ impl IdempotencyStore for MemoryStore {
         let now = self.now();
         let mut records = self.lock();
         let before = records.len();
-        records.retain(|_, r| !(r.state.is_terminal() && r.expires_at <= now));
+        records.retain(|_, e| !(e.record.state.is_terminal() && e.record.expires_at <= now));
         Ok((before - records.len()) as u64)
     }
 }

@@ -27,17 +27,22 @@
 //! an owner whose lease was taken over gets [`Transition::Fenced`] and changes nothing. See
 //! `docs/macros.md` (the `#[idempotent]` part) for the HTTP mapping and the exact guarantees.
 
+mod codec;
 mod engine;
 mod error;
 mod failure;
 mod fingerprint;
 mod key;
+mod local;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod reaper;
 mod reconciler;
 mod record;
+#[cfg(feature = "redis")]
+mod redis;
+mod replayed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -58,12 +63,15 @@ pub use error::IdempotencyError;
 pub use failure::{Classify, FailureKind};
 pub use fingerprint::{Fingerprint, Fingerprinter};
 pub use key::{IdempotencyKey, KeySource, MAX_KEY_LEN, RecordKey};
+pub use local::{BegunLocal, LocalGuard};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use reaper::Reaper;
 pub use reconciler::{Reconciler, Resolution, UnknownRecord};
 pub use record::{Attempt, ClaimRequest, Outcome, Record, Resolved, State, Transition};
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use store::{IdempotencyStore, StoreError};
+pub use store::{IdempotencyStore, LocalStore, StoreError};

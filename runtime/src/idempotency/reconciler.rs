@@ -76,6 +76,7 @@ pub struct Reconciler<S, F> {
     engine: Idempotency<S>,
     resolver: F,
     batch: u32,
+    reserve: Duration,
 }
 
 impl<S, F, Fut> Reconciler<S, F>
@@ -89,7 +90,17 @@ where
             engine,
             resolver,
             batch: 100,
+            reserve: Duration::from_secs(60),
         }
+    }
+
+    /// How long a pass holds the records it took (default 60 s): reconcilers on other
+    /// instances skip them meanwhile, so the resolver is asked about each record once. A pass
+    /// that dies (a crash) leaves its records to the next pass after this time; a resolver
+    /// slower than this may see a record asked about again.
+    pub fn reserve(mut self, reserve: Duration) -> Self {
+        self.reserve = reserve;
+        self
     }
 
     /// How many UNKNOWN records one pass looks at (default 100).
@@ -98,13 +109,15 @@ where
         self
     }
 
-    /// One pass: resolve up to `batch` UNKNOWN records.
+    /// One pass: reserve up to `batch` UNKNOWN records no other pass holds (longest untouched
+    /// first), ask the resolver about each, and resolve them by compare-and-set.
     pub async fn run_once(&self) -> Result<ReconcileReport, IdempotencyError> {
         let store = self.engine.store();
         let retention_ms =
             i64::try_from(self.engine.config().retention.as_millis()).unwrap_or(i64::MAX / 4);
+        let reserve_ms = i64::try_from(self.reserve.as_millis()).unwrap_or(i64::MAX / 4);
         let mut report = ReconcileReport::default();
-        for record in store.unknown(self.batch).await? {
+        for record in store.unknown(self.batch, reserve_ms).await? {
             debug_assert_eq!(record.state, State::Unknown);
             let unknown = UnknownRecord {
                 key: record.key.clone(),
@@ -114,9 +127,9 @@ where
             };
             let resolved = match (self.resolver)(unknown).await {
                 Resolution::StillUnknown => {
-                    // To the back of the queue: with `batch` undecidable records at its front,
-                    // the records behind them would never be asked about.
-                    // (One resolved meanwhile by another reconciler is simply not moved.)
+                    // To the back of the queue, reservation ended: with `batch` undecidable
+                    // records at its front, the records behind them would never be asked
+                    // about. (One resolved meanwhile is simply not moved.)
                     report.still_unknown += 1;
                     let _moved = store
                         .resolve(&record.key, record.fence, Resolved::Deferred, retention_ms)

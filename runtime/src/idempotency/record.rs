@@ -62,10 +62,12 @@ pub struct Record {
 }
 
 /// What a claim asks for. The store creates the record in PROCESSING with `owner`, fence 1 and a
-/// lease of `lease_ms` from its own clock, or — in the same statement — takes over an existing
-/// record when it may (lease expired with the same fingerprint; FAILED with the same fingerprint
-/// and `retry_failed`; terminal and past retention), or else returns it unchanged. The claim
-/// succeeded exactly when the returned record's `owner` is this request's `owner`.
+/// lease of `lease_ms` from its own clock, or takes over an existing record when it may
+/// ([`ClaimRequest::may_take`]: lease expired with the same fingerprint; FAILED with the same
+/// fingerprint and `retry_failed`; terminal and past retention) by one atomic compare-and-set,
+/// or else returns it unchanged **without writing** (a replay or an "in progress" answer is a
+/// read). The claim succeeded exactly when the returned record's `owner` is this request's
+/// `owner`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimRequest<'a> {
     pub key: &'a RecordKey,
@@ -75,6 +77,25 @@ pub struct ClaimRequest<'a> {
     pub lease_ms: i64,
     pub retention_ms: i64,
     pub retry_failed: bool,
+}
+
+impl ClaimRequest<'_> {
+    /// Whether a claim may take `record` over (by the times of the store's clock the record
+    /// carries): a terminal record past retention; or, with the same fingerprint, a PROCESSING
+    /// record whose lease has expired, or a FAILED one when `retry_failed`. A record this
+    /// request already owns is its own. Stores that read before they write use this to decide
+    /// whether to go on to the compare-and-set upsert, which decides again atomically.
+    pub fn may_take(&self, record: &Record) -> bool {
+        if record.owner == self.owner {
+            return false;
+        }
+        let reset = record.state.is_terminal() && record.expires_at <= record.now;
+        let same = record.fingerprint == self.fingerprint;
+        reset
+            || same
+                && (record.state == State::Processing && record.lease_expires_at <= record.now
+                    || record.state == State::Failed && self.retry_failed)
+    }
 }
 
 /// The claim an owner holds: every transition it asks for is conditional on all three.
@@ -105,9 +126,9 @@ pub enum Outcome<'a> {
 pub enum Resolved<'a> {
     Success(&'a str),
     Failed(&'a str),
-    /// Still undecided: the record stays UNKNOWN and goes to the back of the
-    /// [`IdempotencyStore::unknown`](super::IdempotencyStore::unknown) order, so that the
-    /// records behind it are looked at next.
+    /// Still undecided: the record stays UNKNOWN, goes to the back of the
+    /// [`IdempotencyStore::unknown`](super::IdempotencyStore::unknown) order (so that the
+    /// records behind it are looked at next) and its reservation ends.
     Deferred,
 }
 

@@ -1,5 +1,6 @@
 //! The SQL text shared by the SQLite and PostgreSQL stores, built once per table. Each store
-//! operation is exactly one of these statements, so each costs one round trip.
+//! operation is one of these statements (one round trip), except the claim: a read, then for a
+//! new key the insert, and only to take a record over the compare-and-set upsert.
 
 use super::key::RecordKey;
 use super::record::{Record, State};
@@ -14,6 +15,14 @@ pub(crate) struct Dialect {
     pub big_int: &'static str,
     /// The two-argument maximum (`MAX` in SQLite, `GREATEST` in PostgreSQL).
     pub greatest: &'static str,
+    /// What a row-picking subquery appends so that concurrent reconcilers pick different rows
+    /// (`FOR UPDATE SKIP LOCKED` in PostgreSQL; nothing in SQLite, which has one writer).
+    pub skip_locked: &'static str,
+    /// Whether the store opens a claim with one statement that inserts a new record or reads an
+    /// existing one without writing it (PostgreSQL: `INSERT .. ON CONFLICT DO NOTHING` in a
+    /// `WITH`, read-only on a conflict). SQLite takes its writer lock for any `INSERT`, so it
+    /// reads with a plain `SELECT` first.
+    pub insert_or_read: bool,
 }
 
 /// Every statement a store runs, for one table.
@@ -21,6 +30,10 @@ pub(crate) struct Dialect {
 pub(crate) struct Statements {
     pub create_table: Arc<str>,
     pub create_index: Arc<str>,
+    /// The first statement of a claim where the dialect has it: inserts a new record, or
+    /// returns the existing one with `claimed = false` and writes nothing.
+    pub insert_or_read: Option<Arc<str>>,
+    /// The compare-and-set upsert: creates, takes over, or returns the record unchanged.
     pub claim: Arc<str>,
     pub finish: Arc<str>,
     pub release: Arc<str>,
@@ -108,7 +121,25 @@ impl Statements {
             ]
             .join(", "),
         );
+        let insert_or_read = format!(
+            "WITH ins AS (INSERT INTO {table} (handler, tenant, idem_key, record_id, fingerprint, \
+             state, owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
+             VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
+             {now} + {p8}, NULL, {now}, {now}) \
+             ON CONFLICT (handler, tenant, idem_key) DO NOTHING RETURNING {COLUMNS}) \
+             SELECT {COLUMNS}, {now} AS now FROM ins \
+             UNION ALL SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}",
+            p1 = p(1),
+            p2 = p(2),
+            p3 = p(3),
+            p4 = p(4),
+            p5 = p(5),
+            p6 = p(6),
+            p7 = p(7),
+            p8 = p(8),
+        );
         Statements {
+            insert_or_read: d.insert_or_read.then(|| insert_or_read.into()),
             create_table: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (\
                  handler TEXT NOT NULL, tenant TEXT NOT NULL, idem_key TEXT NOT NULL, \
@@ -126,8 +157,8 @@ impl Statements {
             claim: claim.into(),
             finish: format!(
                 "UPDATE {table} SET state = {p5}, response = {p6}, expires_at = {now} + {p7}, \
-                 updated_at = {now} WHERE {pk} AND fence = {p4} AND owner = {p8} \
-                 AND state = 'PROCESSING'",
+                 lease_expires_at = {now}, updated_at = {now} \
+                 WHERE {pk} AND fence = {p4} AND owner = {p8} AND state = 'PROCESSING'",
                 p4 = p(4),
                 p5 = p(5),
                 p6 = p(6),
@@ -158,10 +189,17 @@ impl Statements {
             )
             .into(),
             get: format!("SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}").into(),
+            // Reserved by moving the (unused) lease: a second reconciler skips these rows.
             unknown: format!(
-                "SELECT {COLUMNS}, {now} AS now FROM {table} WHERE state = 'UNKNOWN' \
-                 ORDER BY updated_at LIMIT {}",
-                p(1)
+                "UPDATE {table} SET lease_expires_at = {now} + {p2} \
+                 WHERE (handler, tenant, idem_key) IN (SELECT handler, tenant, idem_key \
+                 FROM {table} WHERE state = 'UNKNOWN' AND lease_expires_at <= {now} \
+                 ORDER BY updated_at LIMIT {p1}{skip}) \
+                 AND state = 'UNKNOWN' AND lease_expires_at <= {now} \
+                 RETURNING {COLUMNS}, {now} AS now",
+                p1 = p(1),
+                p2 = p(2),
+                skip = d.skip_locked,
             )
             .into(),
             resolve: format!(
@@ -175,7 +213,7 @@ impl Statements {
             .into(),
             // Strictly after every other UNKNOWN record, also within one millisecond.
             defer: format!(
-                "UPDATE {table} SET updated_at = {greatest}({now}, \
+                "UPDATE {table} SET lease_expires_at = {now}, updated_at = {greatest}({now}, \
                  (SELECT COALESCE(MAX(u.updated_at), 0) + 1 FROM {table} u WHERE u.state = 'UNKNOWN')) \
                  WHERE {pk} AND fence = {} AND state = 'UNKNOWN'",
                 p(4),
@@ -219,8 +257,43 @@ where
     })
 }
 
+/// The claim statements' first eight parameters, bound from a `ClaimRequest` (the upsert adds
+/// `retry_failed`).
+macro_rules! claim_query {
+    ($sql:expr, $r:expr) => {
+        sqlx::query(sqlx::AssertSqlSafe($sql))
+            .bind(&$r.key.handler)
+            .bind(&$r.key.tenant)
+            .bind(&$r.key.key)
+            .bind($r.record_id)
+            .bind($r.fingerprint)
+            .bind($r.owner)
+            .bind($r.lease_ms)
+            .bind($r.retention_ms)
+    };
+}
+pub(crate) use claim_query;
+
+/// The completion statement bound from an `Attempt`, the new state, the stored body and the
+/// retention.
+macro_rules! finish_query {
+    ($sql:expr, $a:expr, $state:expr, $body:expr, $retention_ms:expr) => {
+        sqlx::query(sqlx::AssertSqlSafe($sql.finish.clone()))
+            .bind(&$a.key.handler)
+            .bind(&$a.key.tenant)
+            .bind(&$a.key.key)
+            .bind($a.fence)
+            .bind($state.as_str())
+            .bind($body)
+            .bind($retention_ms)
+            .bind($a.owner)
+    };
+}
+pub(crate) use finish_query;
+
 /// Implements [`IdempotencyStore`](super::store::IdempotencyStore) for a sqlx pool type; the
-/// SQLite and PostgreSQL stores differ only in their [`Dialect`].
+/// SQLite and PostgreSQL stores differ only in their [`Dialect`] (and in the pool a successful
+/// completion is written through: `success_pool()`).
 macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         impl $crate::idempotency::store::IdempotencyStore for $store {
@@ -229,15 +302,33 @@ macro_rules! sql_store {
                 r: &$crate::idempotency::record::ClaimRequest<'_>,
             ) -> Result<$crate::idempotency::record::Record, $crate::idempotency::store::StoreError>
             {
-                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.claim.clone()))
+                // Read first: a replay, an "in progress" or a mismatch is this one read and
+                // writes nothing. A new key is inserted (PostgreSQL: by a statement that reads
+                // the winner instead when a concurrent claim inserted it first); only a record
+                // that may be taken over, or a lost race, goes on to the upsert, which decides
+                // again under the row lock.
+                let found = sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
                     .bind(&r.key.handler)
                     .bind(&r.key.tenant)
                     .bind(&r.key.key)
-                    .bind(r.record_id)
-                    .bind(r.fingerprint)
-                    .bind(r.owner)
-                    .bind(r.lease_ms)
-                    .bind(r.retention_ms)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let found = match (found, &self.sql.insert_or_read) {
+                    (Some(row), _) => Some(row),
+                    (None, Some(sql)) => {
+                        $crate::idempotency::sql::claim_query!(sql.clone(), r)
+                            .fetch_optional(&self.pool)
+                            .await?
+                    }
+                    (None, None) => None,
+                };
+                if let Some(row) = found {
+                    let record = $crate::idempotency::sql::decode(&row)?;
+                    if !r.may_take(&record) {
+                        return Ok(record);
+                    }
+                }
+                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
                     .bind(r.retry_failed)
                     .fetch_one(&self.pool)
                     .await?;
@@ -280,17 +371,15 @@ macro_rules! sql_store {
                         ));
                     }
                 };
-                let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.finish.clone()))
-                    .bind(&a.key.handler)
-                    .bind(&a.key.tenant)
-                    .bind(&a.key.key)
-                    .bind(a.fence)
-                    .bind(state.as_str())
-                    .bind(body)
-                    .bind(retention_ms)
-                    .bind(a.owner)
-                    .execute(&self.pool)
-                    .await?;
+                let pool = if state == State::Success {
+                    self.success_pool()
+                } else {
+                    &self.pool
+                };
+                let done =
+                    $crate::idempotency::sql::finish_query!(self.sql, a, state, body, retention_ms)
+                        .execute(pool)
+                        .await?;
                 Ok($crate::idempotency::record::Transition::from_rows(
                     done.rows_affected(),
                 ))
@@ -339,12 +428,14 @@ macro_rules! sql_store {
             async fn unknown(
                 &self,
                 limit: u32,
+                reserve_ms: i64,
             ) -> Result<
                 Vec<$crate::idempotency::record::Record>,
                 $crate::idempotency::store::StoreError,
             > {
                 let rows = sqlx::query(sqlx::AssertSqlSafe(self.sql.unknown.clone()))
                     .bind(i64::from(limit))
+                    .bind(reserve_ms)
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map($crate::idempotency::sql::decode).collect()
@@ -402,6 +493,72 @@ macro_rules! sql_store {
     };
 }
 pub(crate) use sql_store;
+
+/// Implements [`LocalStore`](super::store::LocalStore) for a sqlx pool type: the pool method
+/// call after the type opens the transaction (SQLite takes its writer lock at once, so that the read and the insert of the
+/// claim cannot meet another writer's commit in between).
+macro_rules! sql_local_store {
+    ($store:ident, $db:ty, $($begin:tt)+) => {
+        impl $crate::idempotency::store::LocalStore for $store {
+            type Tx = sqlx::Transaction<'static, $db>;
+
+            async fn claim_in_transaction(
+                &self,
+                r: &$crate::idempotency::record::ClaimRequest<'_>,
+            ) -> Result<
+                ($crate::idempotency::record::Record, Self::Tx),
+                $crate::idempotency::store::StoreError,
+            > {
+                let mut tx = self.pool.$($begin)+.await?;
+                let first = if let Some(sql) = &self.sql.insert_or_read {
+                    $crate::idempotency::sql::claim_query!(sql.clone(), r)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                } else {
+                    sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
+                        .bind(&r.key.handler)
+                        .bind(&r.key.tenant)
+                        .bind(&r.key.key)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                };
+                if let Some(row) = first {
+                    let record = $crate::idempotency::sql::decode(&row)?;
+                    if !r.may_take(&record) {
+                        return Ok((record, tx));
+                    }
+                }
+                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
+                    .bind(r.retry_failed)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                Ok(($crate::idempotency::sql::decode(&row)?, tx))
+            }
+
+            async fn complete_in_transaction(
+                &self,
+                mut tx: Self::Tx,
+                a: &$crate::idempotency::record::Attempt<'_>,
+                response: &str,
+                retention_ms: i64,
+            ) -> Result<
+                $crate::idempotency::record::Transition,
+                $crate::idempotency::store::StoreError,
+            > {
+                let success = $crate::idempotency::record::State::Success;
+                let done = $crate::idempotency::sql::finish_query!(self.sql, a, success, response, retention_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                let done = $crate::idempotency::record::Transition::from_rows(done.rows_affected());
+                if done == $crate::idempotency::record::Transition::Applied {
+                    tx.commit().await?;
+                }
+                Ok(done)
+            }
+        }
+    };
+}
+pub(crate) use sql_local_store;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! The SQLite store (the embedded default, SQLite bundled): one table, one statement per
 //! operation; SQLite serialises writers, so a claim never races another claim.
 
-use super::sql::{Dialect, Statements, check_table_name, sql_store};
+use super::sql::{Dialect, Statements, check_table_name, sql_local_store, sql_store};
 use super::store::StoreError;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use std::path::Path;
@@ -13,6 +13,8 @@ const DIALECT: Dialect = Dialect {
     now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     big_int: "INTEGER",
     greatest: "MAX",
+    skip_locked: "",
+    insert_or_read: false,
 };
 
 /// Idempotency records in a SQLite table.
@@ -41,8 +43,10 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(30));
+        // No ping before each statement (sqlx's default): a file does not drop connections.
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         let store = SqliteStore::new(pool, table)?;
@@ -64,6 +68,11 @@ impl SqliteStore {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    fn success_pool(&self) -> &SqlitePool {
+        &self.pool
+    }
 }
 
 sql_store!(SqliteStore, sqlx::Sqlite);
+sql_local_store!(SqliteStore, sqlx::Sqlite, begin_with("BEGIN IMMEDIATE"));

@@ -5,8 +5,9 @@
 //! expiry measured by the store's own clock. A lease whose ttl passed can be acquired by another
 //! owner, with a larger token; writes carry the token and the storage rejects smaller ones (see
 //! [`crate::fence`]). Stores: [`MemoryLeaseStore`] (tokio's clock, so `tokio::time::pause`
-//! applies), `SqliteLeaseStore` (feature `sqlite`, default) and `PgLeaseStore` (feature
-//! `postgres`), both clocked by the database.
+//! applies), `SqliteLeaseStore` (feature `sqlite`, default), `PgLeaseStore` (feature
+//! `postgres`), both clocked by the database, and `RedisLeaseStore` (feature `redis`), clocked
+//! by the Redis server, its tokens from `INCR`.
 
 #![warn(missing_docs)]
 
@@ -15,6 +16,8 @@ mod lock;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -31,6 +34,8 @@ pub use lock::Lock;
 pub use memory::MemoryLeaseStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PgLeaseStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisLeaseStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteLeaseStore;
 

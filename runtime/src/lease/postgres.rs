@@ -1,6 +1,9 @@
 //! `PgLeaseStore` and the PostgreSQL fenced-write check: leases and accepted fencing tokens in two
 //! tables (in the connection's `search_path`), each operation one conditional statement, clocked
-//! by the server's `clock_timestamp()`. A granted token is registered in `staleguard_fences` by the
+//! by the server's `statement_timestamp()`: one instant for the whole statement, so a grant's
+//! expiry and the check that the previous lease had ended use the same "now" (with
+//! `clock_timestamp()`, read twice, a new lease could start, by its own expiry, before the
+//! previous one ended). A granted token is registered in `staleguard_fences` by the
 //! same statement, so a newer holder fences an older one as soon as it acquires, before it writes.
 
 use sqlx::postgres::{PgConnection, PgPool, Postgres};
@@ -22,12 +25,12 @@ CREATE TABLE IF NOT EXISTS staleguard_fences (
 const ACQUIRE: &str = "\
 WITH granted AS (
     INSERT INTO staleguard_leases AS l (resource, owner, token, expires_at_ms)
-    VALUES ($1, $2, 1, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3)
+    VALUES ($1, $2, 1, (extract(epoch from statement_timestamp()) * 1000)::bigint + $3)
     ON CONFLICT (resource) DO UPDATE SET
         owner = excluded.owner,
         token = l.token + 1,
         expires_at_ms = excluded.expires_at_ms
-    WHERE l.expires_at_ms <= (extract(epoch from clock_timestamp()) * 1000)::bigint
+    WHERE l.expires_at_ms <= (extract(epoch from statement_timestamp()) * 1000)::bigint
        OR l.owner = excluded.owner
     RETURNING resource, token, expires_at_ms
 ), issued AS (
@@ -40,9 +43,9 @@ SELECT token, expires_at_ms FROM granted";
 
 const RENEW: &str = "\
 UPDATE staleguard_leases
-SET expires_at_ms = (extract(epoch from clock_timestamp()) * 1000)::bigint + $3
+SET expires_at_ms = (extract(epoch from statement_timestamp()) * 1000)::bigint + $3
 WHERE resource = $1 AND token = $2
-  AND expires_at_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint
+  AND expires_at_ms > (extract(epoch from statement_timestamp()) * 1000)::bigint
 RETURNING expires_at_ms";
 
 const RELEASE: &str = "\

@@ -5,6 +5,14 @@
 
 #![allow(dead_code)]
 
+#[path = "../store_support/mod.rs"]
+mod stores;
+#[cfg(feature = "redis")]
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use stores::drop_redis_prefix;
+#[allow(unused_imports)]
+pub use stores::redis_url;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,16 +70,7 @@ pub mod pg {
         /// `None` (after printing why) when `STALEGUARD_TEST_POSTGRES_URL` is unset; under CI
         /// (`CI` set) a missing URL fails the test instead of skipping it silently.
         pub async fn connect(test: &str) -> Option<PgDb> {
-            let Ok(url) = std::env::var("STALEGUARD_TEST_POSTGRES_URL") else {
-                assert!(
-                    std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                    "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
-                );
-                eprintln!(
-                    "skipping the PostgreSQL part of `{test}`: STALEGUARD_TEST_POSTGRES_URL is unset"
-                );
-                return None;
-            };
+            let url = super::stores::postgres_url(test)?;
             let admin = PgPoolOptions::new()
                 .max_connections(1)
                 .connect(&url)
@@ -109,6 +108,44 @@ pub mod pg {
             .expect("drop the test schema");
         }
     }
+}
+
+/// The environment variable that makes a story test run with the fence check switched off.
+pub const MUTANT: &str = "STALEGUARD_MUTANT";
+
+/// Switches the fence checks off in this process when it runs as the mutation check's child
+/// (`STALEGUARD_MUTANT=no-fence`); otherwise does nothing. Story tests call it first.
+pub fn mutant_switch() {
+    if std::env::var(MUTANT).is_ok_and(|v| v == "no-fence") {
+        #[cfg(feature = "mutation-testing")]
+        staleguard::fence::__mutation::disable_fence_checks();
+        #[cfg(not(feature = "mutation-testing"))]
+        panic!("{MUTANT} needs the `mutation-testing` feature");
+    }
+}
+
+/// Whether the PostgreSQL URL is set (under CI a missing one fails `test`).
+pub fn postgres_url_for(test: &str) -> bool {
+    stores::postgres_url(test).is_some()
+}
+
+/// Runs the test `story` of this binary in a child process with the fence checks switched
+/// off, and requires it to fail (and to pass with them on, in this process's own run).
+pub fn assert_fails_without_the_fence(story: &str) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([story, "--exact", "--test-threads=1"])
+        .env(MUTANT, "no-fence")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("running 1 test"),
+        "the mutant run did not find `{story}`:\n{stdout}"
+    );
+    assert!(
+        !output.status.success() && stdout.contains(&format!("test {story} ... FAILED")),
+        "`{story}` still passes with the fence check switched off: it does not test the fence\n{stdout}"
+    );
 }
 
 /// Retries `op` while the lease is held by someone else: the caller's durable retry, which

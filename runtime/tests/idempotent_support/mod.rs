@@ -4,6 +4,16 @@
 
 #![allow(dead_code)]
 
+pub mod wire;
+
+#[path = "../store_support/mod.rs"]
+mod stores;
+#[cfg(feature = "redis")]
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use stores::drop_redis_prefix;
+#[allow(unused_imports)]
+pub use stores::{postgres_url, redis_url};
+
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "postgres")]
 use staleguard::idempotency::PostgresStore;
@@ -29,21 +39,17 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// The PostgreSQL URL, or `None` (after saying why) when `STALEGUARD_TEST_POSTGRES_URL` is
-/// unset. Under CI (`CI` set) a missing URL fails the test instead: a store left untested
-/// there must not pass silently.
-pub fn postgres_url(test: &str) -> Option<String> {
-    match std::env::var("STALEGUARD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "{test}: CI is set but STALEGUARD_TEST_POSTGRES_URL is not: the PostgreSQL store would go untested"
-            );
-            println!("skipping {test}: STALEGUARD_TEST_POSTGRES_URL is not set");
-            None
-        }
-    }
+/// A Redis store under a key prefix of its own.
+#[cfg(feature = "redis")]
+pub async fn redis_store(
+    url: &str,
+    config: Config,
+) -> Idempotency<staleguard::idempotency::RedisStore> {
+    let prefix = unique("sg_idem");
+    let store = staleguard::idempotency::RedisStore::connect(url, &prefix)
+        .await
+        .unwrap();
+    Idempotency::with_config(store, config)
 }
 
 /// A scratch SQLite file (on tmpfs when available), removed on drop.
@@ -166,6 +172,21 @@ pub enum Ledger {
 }
 
 impl Ledger {
+    /// A ledger in a scratch SQLite file of its own (for the stores that are not SQL).
+    pub async fn scratch() -> (Ledger, ScratchFile) {
+        let file = ScratchFile::new("ledger");
+        let pool = sqlx::SqlitePool::connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&file.0)
+                .create_if_missing(true)
+                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                .busy_timeout(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+        (Ledger::sqlite(pool).await, file)
+    }
+
     pub async fn sqlite(pool: sqlx::SqlitePool) -> Ledger {
         let table = unique("ledger");
         let sql = format!(
@@ -252,6 +273,38 @@ impl Ledger {
                     .await
                     .map(|r| r.rows_affected())
             }
+        }
+    }
+
+    /// The fence under which the effect keyed `effect_key` happened, if it did (what a
+    /// downstream that deduplicates on the key answers a repeated request with).
+    pub async fn effect_fence(&self, effect_key: &str) -> Result<Option<i64>, AppError> {
+        let found = match self {
+            Ledger::Sqlite(pool, table) => {
+                let sql = format!("SELECT fence FROM {table} WHERE effect_key = ?1");
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(effect_key)
+                    .fetch_optional(pool)
+                    .await
+            }
+            #[cfg(feature = "postgres")]
+            Ledger::Postgres(pool, table) => {
+                let sql = format!("SELECT fence FROM {table} WHERE effect_key = $1");
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(effect_key)
+                    .fetch_optional(pool)
+                    .await
+            }
+        };
+        found.map_err(|e| AppError::Ledger(e.to_string()))
+    }
+
+    /// The ledger's table name.
+    pub fn table(&self) -> &str {
+        match self {
+            Ledger::Sqlite(_, table) => table,
+            #[cfg(feature = "postgres")]
+            Ledger::Postgres(_, table) => table,
         }
     }
 
