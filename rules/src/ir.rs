@@ -55,8 +55,9 @@ pub const DIESEL_TABLE_FIELD: &str = "#diesel(table_name)";
 pub struct FileIr {
     pub bodies: Vec<Body>,
     pub facts: FileFacts,
-    /// Line ranges of items (attributes included), for item-level suppressions.
-    pub items: Vec<(u32, u32)>,
+    /// Items for item-level suppressions: the first line (of its attributes and doc comments),
+    /// the line of its keyword (`fn`, `impl`, ..) and the last line.
+    pub items: Vec<(u32, u32, u32)>,
 }
 
 impl FileIr {

@@ -1,6 +1,16 @@
-//! Suppression comments: `// staleguard: allow(rule-a, rule-b) -- reason`, read from the source
-//! text (syn drops comments). On a code line it covers that line; on its own line it covers the
-//! next code line, or the whole item (fn / impl / mod / ..) that starts there.
+//! Suppression comments: `// staleguard: allow(rule-a, rule-b) -- reason` (or the same in a
+//! `/* .. */` block comment), read from the source text (syn drops comments).
+//!
+//! - After code on a line, it covers that line.
+//! - On its own line, it covers the next line of code — or the whole item (fn / impl / mod /
+//!   ..) whose header that line is in: its doc comments and attributes count as the header, so
+//!   the comment may sit above `/// doc`, between the doc comment and `fn`, or after
+//!   `#[attr]`.
+//! - As an inner doc comment (`//! staleguard: allow(..)`), or on the file's first line, it
+//!   covers the whole file.
+//!
+//! `parse-error` cannot be suppressed. Each rule of a comment that suppresses nothing is
+//! reported on its own as `unused-suppression`.
 
 use crate::diagnostic::{Diagnostic, Level};
 use crate::ir::Sp;
@@ -10,78 +20,118 @@ use crate::{LoweredFile, registry};
 /// One suppression comment and the lines it covers.
 #[derive(Debug, Clone)]
 pub struct Suppression {
-    pub rules: Vec<String>,
+    /// Each named rule with its span inside the comment.
+    pub rules: Vec<(String, Sp)>,
+    /// The whole comment.
     pub sp: Sp,
     pub first_line: u32,
     pub last_line: u32,
 }
 
+impl Suppression {
+    fn covers(&self, line: u32) -> bool {
+        line >= self.first_line && line <= self.last_line
+    }
+}
+
 const MARK: &str = "staleguard:";
 
-/// Scans a file's text. `items` are the line ranges of items (attributes included).
-pub fn scan(text: &str, items: &[(u32, u32)]) -> Vec<Suppression> {
+/// A comment found in the text: its byte range, its kind, and where its text is.
+#[derive(Debug, Clone, Copy)]
+struct Comment {
+    start: usize,
+    /// After the comment (after `*/` for a block comment).
+    end: usize,
+    /// `//!` or `/*!`: an inner doc comment.
+    inner_doc: bool,
+    /// `///` or `/**`: an outer doc comment (an attribute of the next item, so a code line).
+    outer_doc: bool,
+    /// The comment's text: after its opening (`//`, `///`, `/*`, ..), before a closing `*/`.
+    body: usize,
+    body_end: usize,
+}
+
+/// Scans a file's text. `items` are the items' (first line, keyword line, last line).
+pub fn scan(text: &str, items: &[(u32, u32, u32)]) -> Vec<Suppression> {
     if !text.contains(MARK) {
         return Vec::new();
     }
-    let all: Vec<&str> = text.split('\n').collect();
-    let mut out = Vec::new();
-    for (idx, line) in all.iter().enumerate() {
-        let Some(c) = find_comment(line) else {
-            continue;
-        };
-        let comment = &line[c..];
-        let body = comment.trim_start_matches('/').trim_start();
-        let Some(rest) = body.strip_prefix(MARK) else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let Some(rest) = rest.strip_prefix("allow") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let Some(rest) = rest.strip_prefix('(') else {
-            continue;
-        };
-        let Some(close) = rest.find(')') else {
-            continue;
-        };
-        let rules: Vec<String> = rest[..close]
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect();
-        if rules.is_empty() {
-            continue;
-        }
-        let line_no = idx as u32 + 1;
-        let col = line[..c].chars().count();
-        let sp = Sp {
-            line: line_no,
-            col: col as u32 + 1,
-            end_line: line_no,
-            end_col: (col + comment.trim_end().chars().count()) as u32 + 1,
-        };
-        let own_line = line[..c].trim().is_empty();
-        let (first_line, last_line) = if own_line {
-            // The next line holding code.
-            let mut next = idx + 1;
-            while next < all.len() {
-                let t = all[next].trim();
-                if t.is_empty() || t.starts_with("//") {
-                    next += 1;
-                } else {
-                    break;
-                }
+    let comments = comments(text);
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let line_of = |byte: usize| line_starts.partition_point(|s| *s <= byte) as u32;
+    let col_of = |byte: usize| {
+        let start = line_starts[line_of(byte) as usize - 1];
+        text[start..byte].chars().count() as u32 + 1
+    };
+    // A line is code when it holds something outside plain (non-doc) comments.
+    let mut code = vec![false; line_starts.len() + 1];
+    {
+        let mut c = comments.iter().filter(|c| !c.outer_doc && !c.inner_doc).peekable();
+        let mut i = 0;
+        let bytes = text.as_bytes();
+        while i < bytes.len() {
+            if let Some(cm) = c.peek()
+                && cm.start == i
+            {
+                i = cm.end;
+                c.next();
+                continue;
             }
-            let code_line = next as u32 + 1;
-            let item_end = items
-                .iter()
-                .filter(|(s, _)| *s == code_line)
-                .map(|(_, e)| *e)
-                .max();
-            (code_line, item_end.unwrap_or(code_line))
+            if !bytes[i].is_ascii_whitespace() {
+                code[line_of(i) as usize] = true;
+            }
+            i += 1;
+        }
+    }
+    let mut out = Vec::new();
+    for cm in &comments {
+        let Some(rules) = parse_allow(text, cm) else {
+            continue;
+        };
+        let line = line_of(cm.start);
+        let end_line = line_of(cm.end.saturating_sub(1).max(cm.start));
+        let sp = Sp {
+            line,
+            col: col_of(cm.start),
+            end_line,
+            end_col: col_of(cm.end),
+        };
+        let rules: Vec<(String, Sp)> = rules
+            .into_iter()
+            .map(|(name, at)| {
+                let at_line = line_of(at);
+                let sp = Sp {
+                    line: at_line,
+                    col: col_of(at),
+                    end_line: at_line,
+                    end_col: col_of(at + name.len()),
+                };
+                (name, sp)
+            })
+            .collect();
+        let line_start = line_starts[line as usize - 1];
+        let own_line = text[line_start..cm.start].trim().is_empty();
+        let (first_line, last_line) = if cm.inner_doc || (line == 1 && own_line) {
+            (1, u32::MAX)
+        } else if !own_line {
+            (line, line)
         } else {
-            (line_no, line_no)
+            // The next line holding code (doc comments and attributes are code).
+            let mut next = end_line + 1;
+            while (next as usize) < code.len() && !code[next as usize] {
+                next += 1;
+            }
+            // The item whose header (doc comments, attributes, keyword line) holds that line.
+            match items
+                .iter()
+                .filter(|(start, head, _)| *start <= next && next <= *head)
+                .max_by_key(|(_, _, end)| *end)
+            {
+                Some((start, _, end)) => ((*start).min(next), *end),
+                None => (next, next),
+            }
         };
         out.push(Suppression {
             rules,
@@ -93,88 +143,305 @@ pub fn scan(text: &str, items: &[(u32, u32)]) -> Vec<Suppression> {
     out
 }
 
-/// The byte index of a `//` comment start outside string literals (a simple scan).
-fn find_comment(line: &str) -> Option<usize> {
-    let b = line.as_bytes();
-    let mut in_str = false;
-    let mut i = 0;
-    while i + 1 < b.len() {
-        match b[i] {
-            b'\\' if in_str => i += 1,
-            b'"' => in_str = !in_str,
-            b'/' if !in_str && b[i + 1] == b'/' => return Some(i),
-            _ => {}
+/// The rules a comment allows, each with the byte offset of its name, when the comment is a
+/// suppression (`staleguard: allow(a, b)`, whatever follows).
+fn parse_allow(text: &str, cm: &Comment) -> Option<Vec<(String, usize)>> {
+    let body = &text[cm.body..cm.body_end];
+    let rest = body.trim_start().strip_prefix(MARK)?;
+    let rest = rest.trim_start().strip_prefix("allow")?.trim_start();
+    let list = rest.strip_prefix('(')?;
+    let close = list.find(')')?;
+    // `list` is a suffix of `body`.
+    let list_at = cm.body + body.len() - list.len();
+    let mut rules = Vec::new();
+    let mut offset = 0;
+    for part in list[..close].split(',') {
+        let name = part.trim();
+        if !name.is_empty() {
+            let at = list_at + offset + (part.len() - part.trim_start().len());
+            rules.push((name.to_string(), at));
         }
-        i += 1;
+        offset += part.len() + 1;
     }
-    None
+    (!rules.is_empty()).then_some(rules)
 }
 
-/// Drops the findings a suppression covers and reports, when `unused-suppression` is enabled,
-/// each suppression that covered nothing (or names an unknown rule); a suppression of rules
-/// that are all disabled is not reported.
+/// Every comment of the text, in order, outside string and char literals: line comments and
+/// (nested) block comments.
+fn comments(text: &str) -> Vec<Comment> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = text[i..].find('\n').map_or(b.len(), |n| i + n);
+                let third = b.get(i + 2).copied();
+                let inner_doc = third == Some(b'!');
+                // `////` is a plain comment, as in rustc.
+                let outer_doc = third == Some(b'/') && b.get(i + 3) != Some(&b'/');
+                let body = if inner_doc || outer_doc { i + 3 } else { i + 2 };
+                out.push(Comment {
+                    start: i,
+                    end,
+                    inner_doc,
+                    outer_doc,
+                    body,
+                    body_end: end,
+                });
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0usize;
+                let mut j = i;
+                let mut closed = false;
+                while j < b.len() {
+                    if b[j] == b'/' && b.get(j + 1) == Some(&b'*') {
+                        depth += 1;
+                        j += 2;
+                    } else if b[j] == b'*' && b.get(j + 1) == Some(&b'/') {
+                        depth -= 1;
+                        j += 2;
+                        if depth == 0 {
+                            closed = true;
+                            break;
+                        }
+                    } else {
+                        j += 1;
+                    }
+                }
+                let third = b.get(i + 2).copied();
+                let inner_doc = third == Some(b'!');
+                // `/**/` and `/***` are plain comments.
+                let outer_doc = third == Some(b'*') && !matches!(b.get(i + 3), Some(b'*' | b'/'));
+                let body_end = if closed { j - 2 } else { j };
+                let body = if inner_doc || outer_doc { i + 3 } else { i + 2 };
+                out.push(Comment {
+                    start: i,
+                    end: j,
+                    inner_doc,
+                    outer_doc,
+                    body: body.min(body_end),
+                    body_end,
+                });
+                i = j;
+            }
+            b'"' => i = skip_string(b, i + 1, 0),
+            b'r' | b'b' | b'c' if is_raw_string_start(b, i) => {
+                let mut j = i;
+                while b[j] != b'r' {
+                    j += 1;
+                }
+                j += 1;
+                let mut hashes = 0;
+                while b.get(j) == Some(&b'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                i = skip_string(b, j + 1, hashes);
+            }
+            b'\'' => i = skip_char_or_lifetime(text, i),
+            c if c.is_ascii_alphanumeric() || c == b'_' => {
+                // A whole identifier: `br"` at the end of `abr"` is no raw string.
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Whether a raw string (`r"`, `r#"`, `br"`, `cr#"`) starts at `i` (at an identifier start).
+fn is_raw_string_start(b: &[u8], i: usize) -> bool {
+    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+        return false;
+    }
+    let j = if b[i] == b'r' {
+        i + 1
+    } else if b.get(i + 1) == Some(&b'r') {
+        i + 2
+    } else {
+        return false;
+    };
+    let mut k = j;
+    while b.get(k) == Some(&b'#') {
+        k += 1;
+    }
+    b.get(k) == Some(&b'"')
+}
+
+/// The index after a string whose contents start at `i`, closed by `"` and `hashes` `#`s
+/// (escapes only in non-raw strings).
+fn skip_string(b: &[u8], mut i: usize, hashes: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b'\\' if hashes == 0 => i += 2,
+            b'"' if b.len() > i + hashes && b[i + 1..=i + hashes].iter().all(|c| *c == b'#') => {
+                return i + 1 + hashes;
+            }
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// The index after a char literal (`'x'`, `'\n'`, `'\u{1F600}'`) or a lifetime's quote (`'a`).
+fn skip_char_or_lifetime(text: &str, i: usize) -> usize {
+    let b = text.as_bytes();
+    if b.get(i + 1) == Some(&b'\\') {
+        let close = text[i + 2..].find(['\'', '\n']).map_or(b.len(), |n| i + 2 + n);
+        return close + 1;
+    }
+    match text[i + 1..].chars().next() {
+        Some(c) if b.get(i + 1 + c.len_utf8()) == Some(&b'\'') => i + 2 + c.len_utf8(),
+        _ => i + 1,
+    }
+}
+
+/// Drops the findings a suppression covers (never a `parse-error`) and reports, when
+/// `unused-suppression` is enabled, each named rule that covered nothing: unknown, not
+/// suppressible, or with no finding in reach. A rule that is disabled is not reported.
 pub(crate) fn apply(
     files: &[LoweredFile],
     out: &mut Vec<Diagnostic>,
     enabled: &dyn Fn(&str) -> bool,
 ) {
-    let mut used = vec![Vec::new(); files.len()];
-    for (fi, f) in files.iter().enumerate() {
-        used[fi] = vec![false; f.suppressions.len()];
-    }
+    let mut used: Vec<Vec<Vec<bool>>> = files
+        .iter()
+        .map(|f| {
+            f.suppressions
+                .iter()
+                .map(|s| vec![false; s.rules.len()])
+                .collect()
+        })
+        .collect();
     out.retain(|d| {
+        if d.rule == "parse-error" {
+            return true;
+        }
         let Some(fi) = files.iter().position(|f| f.path == d.primary.file) else {
             return true;
         };
         let line = d.primary.start.line;
         let mut keep = true;
         for (si, s) in files[fi].suppressions.iter().enumerate() {
-            if s.rules.iter().any(|r| r == d.rule) && line >= s.first_line && line <= s.last_line {
-                used[fi][si] = true;
-                keep = false;
+            if !s.covers(line) {
+                continue;
+            }
+            for (ri, (rule, _)) in s.rules.iter().enumerate() {
+                if rule == d.rule {
+                    used[fi][si][ri] = true;
+                    keep = false;
+                }
             }
         }
         keep
     });
-    if enabled("unused-suppression") {
-        for (fi, f) in files.iter().enumerate() {
-            for (si, s) in f.suppressions.iter().enumerate() {
-                if used[fi][si] {
+    if !enabled("unused-suppression") {
+        return;
+    }
+    for (fi, f) in files.iter().enumerate() {
+        for (si, s) in f.suppressions.iter().enumerate() {
+            for (ri, (rule, rule_sp)) in s.rules.iter().enumerate() {
+                if used[fi][si][ri] {
                     continue;
                 }
-                let known = s.rules.iter().all(|r| registry::find(r).is_some());
-                if known && !s.rules.iter().any(|r| enabled(r)) {
-                    continue;
-                }
-                let message = if known {
-                    format!("`allow({})` suppresses nothing", s.rules.join(", "))
-                } else {
-                    let unknown: Vec<&str> = s
-                        .rules
-                        .iter()
-                        .map(String::as_str)
-                        .filter(|r| registry::find(r).is_none())
-                        .collect();
-                    format!(
-                        "unknown rule `{}` in `staleguard: allow(..)`",
-                        unknown.join("`, `")
-                    )
+                let message = match registry::find(rule) {
+                    None => format!("unknown rule `{rule}` in `staleguard: allow(..)`"),
+                    Some(_) if rule == "parse-error" || rule == "unused-suppression" => {
+                        format!("`{rule}` cannot be suppressed")
+                    }
+                    Some(_) if !enabled(rule) => continue,
+                    Some(_) => format!("`allow({rule})` suppresses nothing"),
                 };
+                // One rule named: the whole comment; several: the unused rule's name.
+                let sp = if s.rules.len() == 1 { s.sp } else { *rule_sp };
                 out.push(Diagnostic {
                     rule: "unused-suppression",
                     level: Level::Warning,
                     message,
-                    primary: to_span(&f.path, &f.lines, s.sp),
+                    primary: to_span(&f.path, &f.lines, sp),
                     primary_label: None,
                     labels: Vec::new(),
-                    help: Some(
+                    help: Some(if s.rules.len() == 1 {
                         "remove the comment, or move it to the line the finding is reported on"
-                            .to_string(),
-                    ),
+                            .to_string()
+                    } else {
+                        format!("remove `{rule}` from the list")
+                    }),
                     notes: Vec::new(),
                     function: None,
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{comments, scan};
+
+    fn lines(text: &str, items: &[(u32, u32, u32)]) -> Vec<(Vec<String>, u32, u32)> {
+        scan(text, items)
+            .into_iter()
+            .map(|s| {
+                (
+                    s.rules.into_iter().map(|(r, _)| r).collect(),
+                    s.first_line,
+                    s.last_line,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn comments_inside_literals_are_not_comments() {
+        let text = "let a = \"// x\"; let b = r#\"/* y \"# ; let c = '\"'; // z\nfn f<'a>() {} /* w /* nested */ */\n";
+        let found: Vec<&str> = comments(text)
+            .iter()
+            .map(|c| &text[c.start..c.end])
+            .collect();
+        assert_eq!(found, ["// z", "/* w /* nested */ */"]);
+    }
+
+    #[test]
+    fn item_headers_count_doc_comments_and_attributes() {
+        // Items: (first line, keyword line, last line).
+        let items = [(2, 4, 6)];
+        let above = "// staleguard: allow(a) -- why\n/// doc\n#[attr]\nfn f() {\n    x();\n}\n";
+        assert_eq!(
+            lines(&format!("\n{above}"), &[(3, 5, 7)]),
+            [(vec!["a".to_string()], 3, 7)]
+        );
+        let between = "\n/// doc\n// staleguard: allow(a) -- why\nfn f() {\n    x();\n}\n";
+        assert_eq!(lines(between, &items), [(vec!["a".to_string()], 2, 6)]);
+        let block = "\n/// doc\n/* staleguard: allow(a, b) */\nfn f() {\n    x();\n}\n";
+        assert_eq!(
+            lines(block, &items),
+            [(vec!["a".to_string(), "b".to_string()], 2, 6)]
+        );
+    }
+
+    #[test]
+    fn file_level_forms() {
+        let inner = "//! Module.\n//! staleguard: allow(a) -- generated\n\nfn f() {}\n";
+        assert_eq!(lines(inner, &[]), [(vec!["a".to_string()], 1, u32::MAX)]);
+        let first = "// staleguard: allow(a) -- generated\nfn f() {}\n";
+        assert_eq!(lines(first, &[]), [(vec!["a".to_string()], 1, u32::MAX)]);
+        let trailing = "fn f() {} // staleguard: allow(a)\nfn g() {}\n";
+        assert_eq!(lines(trailing, &[]), [(vec!["a".to_string()], 1, 1)]);
+    }
+
+    #[test]
+    fn rule_spans_point_at_each_name() {
+        let text = "x(); // staleguard: allow(a,  bee) -- why\n";
+        let s = &scan(text, &[])[0];
+        let col = |name: &str| text.find(name).unwrap() as u32 + 1;
+        assert_eq!(s.rules[0].1.col, col("a,"));
+        assert_eq!(s.rules[1].1.col, col("bee"));
+        assert_eq!(s.rules[1].1.end_col, col("bee") + 3);
+        assert_eq!(s.sp.col, col("//"));
     }
 }
