@@ -139,11 +139,11 @@ fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<LoweredFile, InputErr
         return Ok(analyzer.lower(&file.rel, &String::from_utf8_lossy(&bytes)));
     }
     let bytes = std::fs::read(&file.abs).map_err(|e| InputError {
-        path: file.rel.clone(),
+        path: file.abs.display().to_string(),
         message: format!("cannot read file: {e}"),
     })?;
     let text = String::from_utf8(bytes).map_err(|e| InputError {
-        path: file.rel.clone(),
+        path: file.abs.display().to_string(),
         message: format!(
             "file is not valid UTF-8 (invalid byte at offset {})",
             e.utf8_error().valid_up_to()

@@ -86,6 +86,11 @@ pub struct CheckArgs {
     #[arg(long, help_heading = "Output")]
     pub statistics: bool,
 
+    /// Put PREFIX before every path shown (paths are relative to the repository root, else
+    /// the current directory)
+    #[arg(long, value_name = "PREFIX", help_heading = "Output")]
+    pub path_prefix: Option<String>,
+
     /// Only run these rules (comma-separated, repeatable)
     #[arg(
         long,
@@ -142,6 +147,10 @@ pub enum FormatArg {
     Sarif,
     /// GitHub Actions workflow commands (annotations)
     Github,
+    /// GitLab Code Quality report (JSON)
+    Gitlab,
+    /// reviewdog Diagnostic Format, one JSON object per line
+    Rdjsonl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -56,6 +56,7 @@ impl SourcePath {
 /// A path that could not be linted; the run goes on without it.
 #[derive(Debug, Clone)]
 pub struct InputError {
+    /// Absolute (shown through [`crate::paths::Paths`]), or empty when unknown.
     pub path: String,
     pub message: String,
 }
@@ -93,7 +94,7 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
                 let meta = std::fs::metadata(path);
                 if let Err(err) = meta {
                     errors.push(InputError {
-                        path: path.display().to_string(),
+                        path: cwd.join(path).display().to_string(),
                         message: format!("cannot read path: {err}"),
                     });
                     continue;
@@ -148,9 +149,6 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
             fallback: None,
         });
     }
-    for e in &mut errors {
-        e.path = relative(Path::new(&e.path), &cwd);
-    }
     Ok((units, errors))
 }
 
@@ -199,7 +197,9 @@ fn workspace(
                     && settings.targets.len() > 1
                 {
                     WorkspaceError::Input(InputError {
-                        path: shown.clone(),
+                        path: manifest
+                            .map(|m| cwd_join(m).display().to_string())
+                            .unwrap_or_default(),
                         message,
                     })
                 } else {
@@ -584,6 +584,11 @@ pub fn relative(path: &Path, root: &Path) -> String {
     } else {
         text
     }
+}
+
+/// `path` made absolute against the working directory.
+fn cwd_join(path: &Path) -> PathBuf {
+    std::env::current_dir().unwrap_or_default().join(path)
 }
 
 /// The nearest `staleguard.toml` in `path`'s directory or above.

@@ -10,6 +10,7 @@ use staleguard_rules::Level;
 
 use crate::args::{Args, ColorArg, FormatArg};
 use crate::discover::{self, Fatal};
+use crate::paths::Paths;
 use crate::report::{self, Format, Report};
 use crate::settings::{self, Action, Settings};
 use crate::{analyze, baseline, commands};
@@ -69,23 +70,33 @@ fn check(settings: &Settings) -> u8 {
     for why in units.iter().filter_map(|u| u.fallback.as_deref()) {
         eprintln!("warning: {why}");
     }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let paths = Paths::new(
+        units.first().map(|u| u.root.as_path()),
+        &cwd,
+        settings.path_prefix.as_deref(),
+    );
+    let show_error = |e: &discover::InputError| {
+        let path = paths.shown(None, &e.path);
+        if path.is_empty() {
+            eprintln!("error: {}", e.message);
+        } else {
+            eprintln!("error: {path}: {}", e.message);
+        }
+    };
     let total: usize = units
         .iter()
         .map(|u| u.files.iter().filter(|f| !f.is_schema()).count())
         .sum();
     if total == 0 {
-        for e in &errors {
-            eprintln!("error: {}: {}", e.path, e.message);
-        }
+        errors.iter().for_each(show_error);
         return tool_error("no Rust files found to lint");
     }
     let outcome = match analyze::run(settings, &units, errors) {
         Ok(outcome) => outcome,
         Err(message) => return tool_error(&message),
     };
-    for e in &outcome.errors {
-        eprintln!("error: {}: {}", e.path, e.message);
-    }
+    outcome.errors.iter().for_each(show_error);
     let trouble = !outcome.errors.is_empty() || outcome.findings.iter().any(|f| f.is_bad_input());
     if let Some(path) = &settings.write_baseline {
         if let Err(message) = baseline::write(path, &outcome.findings) {
@@ -114,7 +125,6 @@ fn check(settings: &Settings) -> u8 {
         EXIT_OK
     };
 
-    let root = units.first().map(|u| u.root.clone()).unwrap_or_default();
     let format = format(settings);
     let mut sink: Box<dyn Write> = match &settings.output {
         Some(path) => match File::create(path) {
@@ -125,8 +135,9 @@ fn check(settings: &Settings) -> u8 {
     };
     let report = Report {
         outcome: &outcome,
-        root: &root,
+        paths: &paths,
         elapsed: start.elapsed(),
+        trouble,
     };
     let mut written = format.render(&report, &mut *sink);
     if settings.statistics && written.is_ok() {
@@ -157,5 +168,7 @@ fn format(settings: &Settings) -> Format {
         FormatArg::Json => Format::Json,
         FormatArg::Sarif => Format::Sarif,
         FormatArg::Github => Format::Github,
+        FormatArg::Gitlab => Format::Gitlab,
+        FormatArg::Rdjsonl => Format::Rdjsonl,
     }
 }

@@ -22,7 +22,7 @@ pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<(
         } else {
             Buffer::no_color()
         };
-        let diagnostic = diagnostic(finding, &mut files);
+        let diagnostic = diagnostic(report, finding, &mut files);
         if term::emit_to_write_style(&mut buffer, &config, &files.files, &diagnostic).is_err() {
             // The span did not fit the text (the file changed under us): fall back to one line.
             let d = &finding.diag;
@@ -32,7 +32,7 @@ pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<(
                 finding.level.as_str(),
                 d.rule,
                 d.message,
-                d.primary.file,
+                report.file(finding, &d.primary),
                 d.primary.start.line,
                 d.primary.start.column
             )?;
@@ -60,7 +60,7 @@ impl Files {
     }
 }
 
-fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
+fn diagnostic(report: &Report, finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
     let d = &finding.diag;
     let severity = match finding.level {
         Level::Error => Severity::Error,
@@ -73,7 +73,9 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
     let mut labels = Vec::new();
     if let Some(source) = &finding.source {
         let id = files
-            .id(&d.primary.file, || Some(source.to_string()))
+            .id(&report.file(finding, &d.primary), || {
+                Some(source.to_string())
+            })
             .unwrap_or_default();
         let range = clamp(d.primary.byte_start, d.primary.byte_end, source);
         let range = if range.is_empty() {
@@ -88,7 +90,7 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
         labels.push(primary);
         for label in &d.labels {
             // A label in another file of the unit: its text is read again for the snippet.
-            let Some(label_id) = files.id(&label.span.file, || {
+            let Some(label_id) = files.id(&report.file(finding, &label.span), || {
                 finding
                     .root
                     .as_ref()
@@ -100,7 +102,11 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
             labels.push(Label::secondary(label_id, range).with_message(&label.message));
         }
     }
-    let mut notes: Vec<String> = d.notes.iter().map(|n| format!("note: {n}")).collect();
+    let mut notes: Vec<String> = d
+        .notes
+        .iter()
+        .map(|n| format!("note: {}", report.text(finding, n)))
+        .collect();
     if let Some(help) = &d.help {
         notes.push(format!("help: {help}"));
     }

@@ -2,19 +2,21 @@
 //! as data ([`Report`]) and each format writes them to the sink it is given.
 
 mod github;
+mod gitlab;
 mod human;
 mod json;
+mod rdjson;
 mod sarif;
 mod short;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
 use std::time::Duration;
 
-use staleguard_rules::Level;
+use staleguard_rules::{Level, Span};
 
-use crate::analyze::Outcome;
+use crate::analyze::{Finding, Outcome};
+use crate::paths::Paths;
 
 /// The output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,14 +26,35 @@ pub enum Format {
     Json,
     Sarif,
     Github,
+    Gitlab,
+    Rdjsonl,
 }
 
 /// What a format renders.
 pub struct Report<'a> {
     pub outcome: &'a Outcome,
-    /// Paths in findings are relative to this directory.
-    pub root: &'a Path,
+    /// How paths are shown.
+    pub paths: &'a Paths,
     pub elapsed: Duration,
+    /// The run could not do its whole job (exit code 2 unless findings make it 1).
+    pub trouble: bool,
+}
+
+impl Report<'_> {
+    /// A span's file as shown.
+    pub fn file(&self, finding: &Finding, span: &Span) -> String {
+        self.paths.shown(finding.root.as_deref(), &span.file)
+    }
+
+    /// A note or message with the paths in it shown as files are.
+    pub fn text(&self, finding: &Finding, text: &str) -> String {
+        self.paths.text(finding.root.as_deref(), text)
+    }
+
+    /// An input error's path as shown.
+    pub fn error_path(&self, path: &str) -> String {
+        self.paths.shown(None, path)
+    }
 }
 
 impl Format {
@@ -43,12 +66,18 @@ impl Format {
             Format::Json => json::render(report, out),
             Format::Sarif => sarif::render(report, out),
             Format::Github => github::render(report, out),
+            Format::Gitlab => gitlab::render(report, out),
+            Format::Rdjsonl => rdjson::render(report, out),
         }
     }
 
-    /// Whether the format is meant for programs (statistics then go to standard error).
+    /// Whether the format is meant for programs (statistics and the success line then go to
+    /// standard error, or nowhere).
     pub fn is_machine(self) -> bool {
-        matches!(self, Format::Json | Format::Sarif)
+        matches!(
+            self,
+            Format::Json | Format::Sarif | Format::Gitlab | Format::Rdjsonl
+        )
     }
 }
 
@@ -126,5 +155,52 @@ pub fn summary_line(report: &Report) -> String {
 
 /// The pointer to a rule's documentation shown with each finding.
 pub fn doc_note(rule: &str) -> String {
-    format!("see docs/rules/{rule}.md or run `cargo staleguard explain {rule}`")
+    format!("for more information, run `cargo staleguard explain {rule}`")
+}
+
+/// The web page of a rule's documentation: under the package's `documentation` URL when it
+/// has one (`<documentation>/rules/<rule>.md`), else in its `repository`
+/// (`<repository>/blob/HEAD/docs/rules/<rule>.md`), so a fork that sets its own metadata points
+/// at its own docs.
+pub fn help_uri(rule: &str) -> Option<String> {
+    doc_base(
+        option_env!("CARGO_PKG_DOCUMENTATION"),
+        option_env!("CARGO_PKG_REPOSITORY"),
+    )
+    .map(|base| format!("{base}/{rule}.md"))
+}
+
+/// The folder URL rule pages live under, from the package metadata.
+fn doc_base(documentation: Option<&str>, repository: Option<&str>) -> Option<String> {
+    let clean = |s: Option<&str>| {
+        s.map(|s| s.trim().trim_end_matches('/').to_string())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(docs) = clean(documentation) {
+        return Some(format!("{docs}/rules"));
+    }
+    clean(repository).map(|repo| format!("{}/blob/HEAD/docs/rules", repo.trim_end_matches(".git")))
+}
+
+/// The project's home page (the package's `repository`), for tool metadata.
+pub fn home_page() -> Option<&'static str> {
+    option_env!("CARGO_PKG_REPOSITORY").filter(|s| !s.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::doc_base;
+
+    #[test]
+    fn rule_pages_follow_the_package_metadata() {
+        assert_eq!(
+            doc_base(None, Some("https://git.example.com/me/staleguard.git")).as_deref(),
+            Some("https://git.example.com/me/staleguard/blob/HEAD/docs/rules")
+        );
+        assert_eq!(
+            doc_base(Some("https://docs.example.com/sg/"), Some("https://x")).as_deref(),
+            Some("https://docs.example.com/sg/rules")
+        );
+        assert_eq!(doc_base(Some(" "), None), None);
+    }
 }

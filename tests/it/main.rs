@@ -4,6 +4,7 @@
 mod cases;
 mod cli;
 mod cli_rules;
+mod formats;
 mod readme;
 mod schema;
 mod snapshots;

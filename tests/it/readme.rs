@@ -1,10 +1,10 @@
-//! The README's snippets stay true: its suppression example suppresses exactly the finding it
-//! is about (and nothing is left unused), and its configuration examples are accepted (see also
-//! `cli::configuration_examples_in_the_readme_and_docs_are_accepted`).
+//! The README's and the docs' snippets stay true: the suppression example suppresses exactly
+//! the finding it is about (and nothing is left unused), the configuration examples are
+//! accepted, the CI snippets install from something that exists.
 
 use serde_json::Value;
 
-use crate::support::{Project, repo_root};
+use crate::support::{CLEAN, Project, repo_root};
 
 /// The fenced blocks of `lang` under the Markdown heading `heading` (up to the next heading of
 /// the same level).
@@ -94,4 +94,74 @@ fn readme_suppression_example_suppresses_its_finding() {
         rules_and_lines(&run.json()),
         [("check-before-lock".to_string(), comment_line)]
     );
+}
+
+#[test]
+fn ci_snippets_install_from_something_that_exists() {
+    let mut installs = 0;
+    for doc in ["README.md", "docs/ci.md"] {
+        let text = std::fs::read_to_string(repo_root().join(doc)).unwrap();
+        for block in fenced(&text, "yaml") {
+            for line in block.lines().filter(|l| l.contains("cargo install")) {
+                installs += 1;
+                assert!(line.contains("--locked"), "{doc}: {line}");
+                let from_path = line.contains("--path");
+                let marked = line.contains("\"$STALEGUARD_GIT\"")
+                    && block.contains("# PLACEHOLDER: STALEGUARD_GIT must be the git URL");
+                assert!(
+                    from_path || marked,
+                    "{doc}: `{line}` installs from neither a path nor a marked placeholder"
+                );
+            }
+        }
+    }
+    assert!(installs >= 2, "{installs} install lines found");
+    // `cargo install --locked --path .` from a checkout: the root package is the binary, and the
+    // lock file is committed.
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"cargo-staleguard\""));
+    assert!(repo_root().join("Cargo.lock").is_file());
+    assert!(readme().contains("cargo install --locked --path ."));
+}
+
+/// Every fenced block of `lang` in a Markdown text.
+pub fn fenced(markdown: &str, lang: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in markdown.lines() {
+        match &mut cur {
+            None if line.trim_start() == format!("```{lang}") => cur = Some(String::new()),
+            Some(block) if line.trim_start().starts_with("```") => {
+                out.push(std::mem::take(block));
+                cur = None;
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn configuration_examples_in_the_readme_and_docs_are_accepted() {
+    let mut checked = 0;
+    for doc in ["README.md", "docs/configuration.md"] {
+        let text = std::fs::read_to_string(repo_root().join(doc)).unwrap();
+        for block in fenced(&text, "toml") {
+            let p = Project::package("demo");
+            p.write("src/lib.rs", CLEAN)
+                .write("staleguard.toml", &block);
+            let run = p.run(&[]);
+            assert_eq!(
+                run.code, 0,
+                "{doc}: the example configuration is rejected:\n{block}\n--- stderr\n{}",
+                run.stderr
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "found {checked} toml examples");
 }
