@@ -58,6 +58,10 @@ pub struct FileIr {
     /// Items for item-level suppressions: the first line (of its attributes and doc comments),
     /// the line of its keyword (`fn`, `impl`, ..) and the last line.
     pub items: Vec<(u32, u32, u32)>,
+    /// `mod name;` declarations (the module tree's edges to other files).
+    pub modules: Vec<crate::ModDecl>,
+    /// Item-level `include!("file")` paths.
+    pub includes: Vec<String>,
 }
 
 impl FileIr {
@@ -66,6 +70,8 @@ impl FileIr {
     pub fn shrink(&mut self) {
         self.bodies.shrink_to_fit();
         self.items.shrink_to_fit();
+        self.modules.shrink_to_fit();
+        self.includes.shrink_to_fit();
         let f = &mut self.facts;
         f.structs.shrink_to_fit();
         for (_, fields) in &mut f.structs {

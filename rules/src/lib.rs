@@ -49,14 +49,24 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) {
     256 * 1024 * 1024
 };
 
-/// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
-/// tree.
+/// A module a file declares with `mod name;` (its text is in another file), for the driver to
+/// follow a target's module tree: the inline modules around the declaration (`mod a { mod b {
+/// mod name; } }` has `a`, `b`), each with its `#[path]`, and the declaration's own `#[path]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModDecl {
+    pub inline: Vec<(String, Option<String>)>,
+    pub name: String,
+    pub path: Option<String>,
+}
+
 /// Is `path` a schema file (`.sql`: migrations, `schema.sql`)? [`Analyzer::lower`] reads it for
 /// the tables' unique keys; it is never linted and has no findings.
 pub fn is_schema_path(path: &str) -> bool {
     path.ends_with(".sql")
 }
 
+/// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
+/// tree.
 #[derive(Debug, Clone)]
 pub struct LoweredFile {
     pub path: String,
@@ -73,6 +83,12 @@ impl LoweredFile {
     #[cfg(feature = "dev")]
     pub fn ir(&self) -> &ir::FileIr {
         &self.ir
+    }
+
+    /// The modules the file declares with `mod name;`, and the files it `include!`s, for the
+    /// driver to follow a target's module tree (empty when the file does not parse).
+    pub fn module_edges(&self) -> (&[ModDecl], &[String]) {
+        (&self.ir.modules, &self.ir.includes)
     }
 
     /// Whether the file failed to parse.
