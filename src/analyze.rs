@@ -2,7 +2,7 @@
 //! once, applies configured levels and the baseline.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -10,7 +10,8 @@ use staleguard_rules::{Analyzer, Diagnostic, Knowledge, Level, LoweredFile, regi
 
 use crate::baseline::{self, Baseline};
 use crate::config::Config;
-use crate::discover::{InputError, PackageScope, SourcePath, Unit};
+use crate::discover::{InputError, PackageScope, SourcePath, TargetRoot, Unit};
+use crate::modtree;
 use crate::settings::Settings;
 
 /// Worker threads get a large stack: deeply nested expressions recurse deeply in `syn`.
@@ -26,6 +27,16 @@ pub struct Finding {
     pub source: Option<Arc<str>>,
     /// The unit root the finding's paths are relative to.
     pub root: Option<Arc<Path>>,
+    /// The package and target whose module tree holds the file (Cargo workspaces only).
+    pub origin: Option<Arc<Origin>>,
+}
+
+/// The package and target a file is compiled in.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub package_id: String,
+    pub manifest: PathBuf,
+    pub target: TargetRoot,
 }
 
 impl Finding {
@@ -40,7 +51,12 @@ impl Finding {
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub errors: Vec<InputError>,
+    /// Rust files linted.
     pub files: usize,
+    /// Their paths.
+    pub linted: Vec<PathBuf>,
+    /// Rust files of the selected packages that no target's module tree reaches: not linted.
+    pub unreached: Vec<PathBuf>,
     /// Findings hidden by the baseline.
     pub baselined: usize,
 }
@@ -67,15 +83,40 @@ pub fn run(
         let results: Vec<Result<LoweredFile, InputError>> =
             pool.install(|| unit.files.par_iter().map(|f| lower(&analyzer, f)).collect());
         let lowered_in = started.elapsed();
+        let owners = owners(unit, &results);
         let mut lowered = Vec::with_capacity(results.len());
-        for result in results {
+        // The files reported on (the selected packages'), each with its target.
+        let mut scope: HashMap<String, Option<Arc<Origin>>> = HashMap::new();
+        for ((result, file), owner) in results.into_iter().zip(&unit.files).zip(owners) {
+            if file.is_schema() {
+                // Schema files only bring facts.
+                lowered.extend(result.ok());
+                continue;
+            }
+            let Some(origin) = owner else {
+                // No target compiles it: not linted, and nothing about it is an error.
+                let selected = file.krate.is_none_or(|k| unit.crates[k].selected);
+                if selected {
+                    outcome.unreached.push(file.abs.clone());
+                }
+                continue;
+            };
+            let selected = origin
+                .as_ref()
+                .is_none_or(|o| unit.crates[o.krate].selected);
             match result {
-                Ok(file) => lowered.push(file),
-                Err(e) => errors.push(e),
+                Ok(f) => {
+                    lowered.push(f);
+                    if selected {
+                        outcome.files += 1;
+                        outcome.linted.push(file.abs.clone());
+                        scope.insert(file.rel.clone(), origin.map(|o| Arc::new(o.describe(unit))));
+                    }
+                }
+                Err(e) if selected => errors.push(e),
+                Err(_) => {}
             }
         }
-        // Files linted: the Rust files (schema files only bring facts).
-        outcome.files += lowered.iter().filter(|f| !f.is_schema()).count();
         let levels = Levels { settings, unit };
         let started = std::time::Instant::now();
         // On the pool: with one job the check runs on the thread (and allocator arena) that
@@ -94,6 +135,9 @@ pub fn run(
         pool.install(|| lowered.into_par_iter().for_each(drop));
         let mut texts: HashMap<String, Option<Arc<str>>> = HashMap::new();
         for diag in diagnostics {
+            let Some(origin) = scope.get(&diag.primary.file) else {
+                continue;
+            };
             let Some(level) = levels.level(&diag) else {
                 continue;
             };
@@ -108,6 +152,7 @@ pub fn run(
                 fingerprint,
                 source,
                 root: Some(root.clone()),
+                origin: origin.clone(),
             });
         }
     }
@@ -121,6 +166,48 @@ pub fn run(
     }
     outcome.errors = errors;
     Ok(outcome)
+}
+
+/// A target of the unit, by package and target index.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    krate: usize,
+    target: usize,
+}
+
+impl Owner {
+    fn describe(self, unit: &Unit) -> Origin {
+        let c = &unit.crates[self.krate];
+        Origin {
+            package_id: c.id.clone(),
+            manifest: c.manifest.clone(),
+            target: c.targets[self.target].clone(),
+        }
+    }
+}
+
+/// Per file of the unit: `None` when no target's module tree reaches it, else the target that
+/// reaches it (`Some(None)` for plain paths, which are all linted).
+fn owners(unit: &Unit, results: &[Result<LoweredFile, InputError>]) -> Vec<Option<Option<Owner>>> {
+    if unit.crates.is_empty() {
+        return vec![Some(None); unit.files.len()];
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let files: Vec<PathBuf> = unit.files.iter().map(|f| canonical(&f.abs)).collect();
+    let mut roots = Vec::new();
+    let mut targets = Vec::new();
+    for (krate, c) in unit.crates.iter().enumerate() {
+        for (target, t) in c.targets.iter().enumerate() {
+            roots.push(canonical(&t.src_path));
+            targets.push(Owner { krate, target });
+        }
+    }
+    let reached = modtree::reach(&roots, &files, |i| {
+        results[i].as_ref().ok().map(LoweredFile::module_edges)
+    });
+    (0..unit.files.len())
+        .map(|i| reached.get(&i).map(|t| Some(targets[*t])))
+        .collect()
 }
 
 /// The text of a unit's file with findings, read again after checking (`None` when it can no

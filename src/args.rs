@@ -74,6 +74,17 @@ pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = FormatArg::Human, help_heading = "Output")]
     pub format: FormatArg,
 
+    /// Cargo's message format: `json` prints cargo's compiler-message JSON lines (for
+    /// editors: rust-analyzer's `check.overrideCommand`); `human` and `short` are the formats
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FMT",
+        conflicts_with = "format",
+        help_heading = "Output"
+    )]
+    pub message_format: Option<MessageFormatArg>,
+
     /// When to use colours in human output (NO_COLOR is honoured)
     #[arg(long, value_enum, default_value_t = ColorArg::Auto, value_name = "WHEN", help_heading = "Output")]
     pub color: ColorArg,
@@ -151,6 +162,17 @@ pub enum FormatArg {
     Gitlab,
     /// reviewdog Diagnostic Format, one JSON object per line
     Rdjsonl,
+    /// cargo's compiler-message JSON lines (as `--message-format json`)
+    Cargo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MessageFormatArg {
+    Human,
+    Short,
+    Json,
+    /// JSON whose `rendered` text has ANSI colours
+    JsonDiagnosticRenderedAnsi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

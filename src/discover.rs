@@ -24,10 +24,37 @@ pub struct Unit {
     /// files.
     pub packages: Vec<PackageScope>,
     pub files: Vec<SourcePath>,
-    /// Why this workspace was walked as a plain directory: `cargo metadata` could not read it
-    /// (a toolchain that is not installed, a nightly-only `cargo-features` entry). Nothing is
-    /// compiled, so that does not stop the lint; the run says so.
+    /// The packages of a Cargo workspace (empty for plain paths, whose files are all linted):
+    /// only the files their targets' module trees reach are linted.
+    pub crates: Vec<Crate>,
+    /// How the workspace was read when `cargo metadata` could not read it as asked (a
+    /// toolchain that is not installed, a nightly-only `cargo-features` entry). Nothing is
+    /// compiled, so that does not stop the lint; the run says so in a warning.
     pub fallback: Option<String>,
+    /// Paths of a workspace that could not be walked (a symlink loop, an unreadable
+    /// directory): warnings, since only files a target compiles matter.
+    pub notices: Vec<InputError>,
+}
+
+/// A package of the workspace.
+#[derive(Debug)]
+pub struct Crate {
+    /// cargo's package id.
+    pub id: String,
+    pub manifest: PathBuf,
+    /// Reported (the current package, `-p`, or all of them); the others only bring facts.
+    pub selected: bool,
+    pub targets: Vec<TargetRoot>,
+}
+
+/// A target of a package: the root file of its module tree.
+#[derive(Debug, Clone)]
+pub struct TargetRoot {
+    pub name: String,
+    /// cargo's kinds (`lib`, `bin`, `test`, ..).
+    pub kind: Vec<String>,
+    pub src_path: PathBuf,
+    pub edition: String,
 }
 
 /// A member package with its own configuration.
@@ -44,6 +71,8 @@ pub struct SourcePath {
     pub abs: PathBuf,
     /// Relative to the unit root, `/`-separated (absolute when outside it).
     pub rel: String,
+    /// The package (index in [`Unit::crates`]) whose directory holds it.
+    pub krate: Option<usize>,
 }
 
 impl SourcePath {
@@ -84,7 +113,7 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
     for target in &settings.targets {
         match target {
             Target::Workspace { manifest, narrow } => {
-                match workspace(settings, manifest.as_deref(), *narrow, &mut errors) {
+                match workspace(settings, manifest.as_deref(), *narrow) {
                     Ok(unit) => units.push(unit),
                     Err(WorkspaceError::Fatal(f)) => return Err(f),
                     Err(WorkspaceError::Input(e)) => errors.push(e),
@@ -145,8 +174,10 @@ pub fn discover(settings: &Settings) -> Result<(Vec<Unit>, Vec<InputError>), Fat
             root: cwd.clone(),
             config,
             packages: Vec::new(),
+            crates: Vec::new(),
             files,
             fallback: None,
+            notices: Vec::new(),
         });
     }
     Ok((units, errors))
@@ -161,34 +192,22 @@ fn workspace(
     settings: &Settings,
     manifest: Option<&Path>,
     narrow: bool,
-    errors: &mut Vec<InputError>,
 ) -> Result<Unit, WorkspaceError> {
-    let mut cmd = MetadataCommand::new();
-    cmd.no_deps().other_options(vec!["--offline".to_string()]);
-    if let Some(m) = manifest {
-        cmd.manifest_path(m);
-    }
     let shown = manifest.map_or_else(
         || "the current directory".to_string(),
         |m| m.display().to_string(),
     );
-    let metadata = match cmd.exec() {
-        Ok(metadata) => metadata,
-        Err(err) => {
-            let detail = match &err {
-                cargo_metadata::Error::CargoMetadata { stderr } => {
-                    stderr.trim().trim_start_matches("error: ").to_string()
-                }
-                other => other.to_string(),
-            };
+    let (metadata, warning) = match metadata(manifest) {
+        Ok(found) => found,
+        Err(detail) => {
             // No build is needed: a manifest cargo cannot read still has its sources next to it.
             if let Some(root) = manifest_dir(manifest).filter(|_| settings.packages.is_empty()) {
                 let why = format!(
-                    "cannot read the Cargo workspace of {shown} ({}); linting every `.rs` (and reading every `.sql`) file under {} instead",
+                    "cannot read the Cargo workspace of {shown} ({}); linting the packages found under {} by their `Cargo.toml` files instead",
                     root_cause(&detail),
                     root.display()
                 );
-                return directory_unit(settings, root, why, errors);
+                return directory_unit(settings, root, why);
             }
             let message = format!("cannot read the Cargo workspace of {shown}: {detail}");
             return Err(
@@ -209,13 +228,16 @@ fn workspace(
         }
     };
     let root: PathBuf = metadata.workspace_root.clone().into();
-    let root_manifest = root.join("Cargo.toml");
+    let root_manifest = canonical(&root.join("Cargo.toml"));
     let members = metadata.workspace_packages();
-    let selected: Vec<_> = if !settings.packages.is_empty() {
-        let mut out = Vec::new();
+    let selected: Vec<bool> = if !settings.packages.is_empty() {
+        let mut chosen = vec![false; members.len()];
         for name in &settings.packages {
-            match members.iter().find(|p| p.name.as_str() == name.as_str()) {
-                Some(p) => out.push(*p),
+            match members
+                .iter()
+                .position(|p| p.name.as_str() == name.as_str())
+            {
+                Some(i) => chosen[i] = true,
                 None => {
                     let hint = did_you_mean(name, members.iter().map(|p| p.name.as_str()))
                         .map(|c| format!(", did you mean `{c}`?"))
@@ -227,28 +249,23 @@ fn workspace(
                 }
             }
         }
-        out
-    } else if let (true, Some(m)) = (narrow, manifest) {
-        let m = std::fs::canonicalize(m).unwrap_or_else(|_| m.to_path_buf());
-        let is_root = std::fs::canonicalize(&root_manifest)
-            .map(|r| r == m)
-            .unwrap_or(false);
-        let own: Vec<_> = members
-            .iter()
-            .filter(|p| {
-                std::fs::canonicalize(p.manifest_path.as_std_path())
-                    .map(|c| c == m)
-                    .unwrap_or(false)
-            })
-            .copied()
-            .collect();
-        if is_root || own.is_empty() {
-            members.clone()
-        } else {
-            own
-        }
+        chosen
     } else {
-        members.clone()
+        // As cargo: the package of the given manifest, or of the nearest `Cargo.toml` above the
+        // working directory; the workspace root's manifest (or `--workspace`) means every member.
+        let own = narrow
+            .then(|| manifest.map(canonical).or_else(nearest_manifest))
+            .flatten()
+            .filter(|m| *m != root_manifest);
+        let position = own.and_then(|m| {
+            members
+                .iter()
+                .position(|p| canonical(p.manifest_path.as_std_path()) == m)
+        });
+        match position {
+            Some(i) => (0..members.len()).map(|j| j == i).collect(),
+            None => vec![true; members.len()],
+        }
     };
 
     let config = workspace_config(settings, &root)?;
@@ -256,9 +273,13 @@ fn workspace(
     let target_dir: PathBuf = metadata.target_directory.clone().into();
 
     let mut packages = Vec::new();
+    let mut crates = Vec::new();
     let mut files = Vec::new();
     let mut seen = HashSet::new();
-    for package in selected {
+    let mut problems = Vec::new();
+    let mut notices = Vec::new();
+    // Every member is read, so facts cross crates; only the selected ones are reported.
+    for (index, package) in members.iter().enumerate() {
         let manifest_path = package.manifest_path.as_std_path();
         let dir = manifest_path.parent().unwrap_or(&root).to_path_buf();
         let package_config =
@@ -270,6 +291,7 @@ fn workspace(
         if let Some(e) = &pkg_exclude {
             excludes.push(e);
         }
+        let first = files.len();
         walk(
             &dir,
             &root,
@@ -279,8 +301,22 @@ fn workspace(
             &excludes,
             &mut seen,
             &mut files,
-            errors,
+            &mut problems,
         );
+        notices.extend(sort_out(problems.drain(..), &root, &mut seen, &mut files));
+        for f in &mut files[first..] {
+            f.krate = Some(index);
+        }
+        // A target root outside the package directory (`[lib] path = "../shared/lib.rs"`).
+        for target in &package.targets {
+            let src = target.src_path.as_std_path();
+            if !src.starts_with(&dir) && src.is_file() {
+                push_file(src, &root, &mut seen, &mut files);
+                if let Some(f) = files.last_mut().filter(|f| f.krate.is_none()) {
+                    f.krate = Some(index);
+                }
+            }
+        }
         if let Some(c) = package_config {
             let mut prefix = relative(&dir, &root);
             if !prefix.is_empty() {
@@ -288,9 +324,24 @@ fn workspace(
             }
             packages.push(PackageScope { prefix, config: c });
         }
+        crates.push(Crate {
+            id: package.id.repr.clone(),
+            manifest: manifest_path.to_path_buf(),
+            selected: selected[index],
+            targets: package
+                .targets
+                .iter()
+                .map(|t| TargetRoot {
+                    name: t.name.clone(),
+                    kind: t.kind.iter().map(|k| k.to_string()).collect(),
+                    src_path: t.src_path.clone().into(),
+                    edition: t.edition.as_str().to_string(),
+                })
+                .collect(),
+        });
     }
-    // Schema files outside every selected package (a virtual workspace's `migrations/`) describe
-    // the same database. What the walk cannot read was reported by the package walks, or is
+    // Schema files outside every package (a virtual workspace's `migrations/`) describe the
+    // same database. What the walk cannot read was reported by the package walks, or is
     // outside every package (not linted).
     walk(
         &root,
@@ -307,9 +358,76 @@ fn workspace(
         root,
         config,
         packages,
+        crates,
         files,
-        fallback: None,
+        fallback: warning,
+        notices,
     })
+}
+
+/// `cargo metadata --no-deps --offline` for `manifest` (else the working directory). When it
+/// fails, it is tried again with the toolchain rustup would pick outside the project (a
+/// `rust-toolchain.toml` may pin one that is not installed; listing packages needs no
+/// particular toolchain), which comes back with a warning. The error is cargo's message.
+fn metadata(manifest: Option<&Path>) -> Result<(cargo_metadata::Metadata, Option<String>), String> {
+    let command = |manifest: Option<&Path>| {
+        let mut cmd = MetadataCommand::new();
+        cmd.no_deps().other_options(vec!["--offline".to_string()]);
+        if let Some(m) = manifest {
+            cmd.manifest_path(m);
+        }
+        cmd
+    };
+    let detail = |err: cargo_metadata::Error| match &err {
+        cargo_metadata::Error::CargoMetadata { stderr } => {
+            stderr.trim().trim_start_matches("error: ").to_string()
+        }
+        other => other.to_string(),
+    };
+    let first = match command(manifest).exec() {
+        Ok(metadata) => return Ok((metadata, None)),
+        Err(err) => detail(err),
+    };
+    // Again from a directory outside the project, so no toolchain file applies, with the
+    // manifest named by its absolute path.
+    let Some(abs) = manifest
+        .map(cwd_join)
+        .or_else(|| manifest_dir(None).map(|d| d.join("Cargo.toml")))
+        .filter(|m| m.is_file())
+    else {
+        return Err(first);
+    };
+    let mut retry = command(Some(&abs)).cargo_command();
+    retry.current_dir(std::env::temp_dir());
+    let output = retry.output().map_err(|_| first.clone())?;
+    if !output.status.success() {
+        return Err(first);
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let json = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .ok_or_else(|| first.clone())?;
+    let metadata = MetadataCommand::parse(json).map_err(|_| first.clone())?;
+    let warning = format!(
+        "`cargo metadata` failed in the project ({}); read the workspace with the toolchain rustup uses outside it instead",
+        root_cause(&first)
+    );
+    Ok((metadata, Some(warning)))
+}
+
+/// The canonical path of the nearest `Cargo.toml` in the working directory or above, as cargo
+/// finds the current package.
+fn nearest_manifest() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors()
+        .map(|d| d.join("Cargo.toml"))
+        .find(|m| m.is_file())
+        .map(|m| canonical(&m))
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The workspace's configuration: `--config`, else `staleguard.toml` at the root, else the
@@ -382,37 +500,214 @@ fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// A workspace `cargo metadata` could not read, linted as the directory of its manifest: every
-/// `.rs` file under it (member packages included), `target/` and `.gitignore`d files skipped.
-fn directory_unit(
-    settings: &Settings,
-    root: PathBuf,
-    why: String,
-    errors: &mut Vec<InputError>,
-) -> Result<Unit, WorkspaceError> {
+/// A workspace `cargo metadata` could not read: the packages under the manifest's directory,
+/// found by their `Cargo.toml` files (`target/` and `.gitignore`d directories skipped), each
+/// with the targets cargo would infer (`src/lib.rs`, `src/main.rs`, `src/bin/`, `tests/`,
+/// `examples/`, `benches/`, `build.rs`) and those its manifest names by path.
+fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Unit, WorkspaceError> {
     let config = workspace_config(settings, &root)?;
     let exclude = workspace_exclude(&config, &root);
+    let target_dir = root.join("target");
+    let mut manifests = Vec::new();
+    let walker = ignore::WalkBuilder::new(&root)
+        .require_git(false)
+        .filter_entry({
+            let target_dir = target_dir.clone();
+            move |e| e.path() != target_dir && !e.path().join("CACHEDIR.TAG").is_file()
+        })
+        .build();
+    for entry in walker.flatten() {
+        if entry.file_name() == "Cargo.toml" && entry.file_type().is_some_and(|t| t.is_file()) {
+            manifests.push(entry.into_path());
+        }
+    }
+    manifests.sort();
+    let mut crates = Vec::new();
+    let mut packages = Vec::new();
     let mut files = Vec::new();
     let mut seen = HashSet::new();
-    let target_dir = root.join("target");
+    let mut problems = Vec::new();
+    let mut notices = Vec::new();
+    for manifest in manifests {
+        let Some(table) = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+        else {
+            continue;
+        };
+        let Some(name) = table
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+        else {
+            continue;
+        };
+        let dir = manifest.parent().unwrap_or(&root).to_path_buf();
+        let package_config = config::load(&manifest, Section::PackageMetadata).map_err(fatal)?;
+        let pkg_exclude = package_config
+            .as_ref()
+            .map(|c| Exclude::new(&dir, &c.exclude));
+        let mut excludes = vec![&exclude];
+        if let Some(e) = &pkg_exclude {
+            excludes.push(e);
+        }
+        let first = files.len();
+        walk(
+            &dir,
+            &root,
+            true,
+            false,
+            Some(&target_dir),
+            &excludes,
+            &mut seen,
+            &mut files,
+            &mut problems,
+        );
+        let index = crates.len();
+        notices.extend(sort_out(problems.drain(..), &root, &mut seen, &mut files));
+        for f in &mut files[first..] {
+            f.krate = Some(index);
+        }
+        if let Some(c) = package_config {
+            let mut prefix = relative(&dir, &root);
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            packages.push(PackageScope { prefix, config: c });
+        }
+        let edition = table
+            .get("package")
+            .and_then(|p| p.get("edition"))
+            .and_then(|e| e.as_str())
+            .unwrap_or("2015")
+            .to_string();
+        crates.push(Crate {
+            id: format!("path+file://{}#{name}", dir.display()),
+            manifest: manifest.clone(),
+            selected: true,
+            targets: inferred_targets(&dir, name, &table, &edition),
+        });
+    }
     walk(
         &root,
         &root,
         false,
-        false,
+        true,
         Some(&target_dir),
         &[&exclude],
         &mut seen,
         &mut files,
-        errors,
+        &mut Vec::new(),
     );
     Ok(Unit {
         root,
         config,
-        packages: Vec::new(),
+        packages,
+        crates,
         files,
         fallback: Some(why),
+        notices,
     })
+}
+
+/// The targets of a package as cargo infers them, plus those its manifest names by `path`.
+fn inferred_targets(
+    dir: &Path,
+    name: &str,
+    manifest: &toml::Table,
+    edition: &str,
+) -> Vec<TargetRoot> {
+    let mut out: Vec<TargetRoot> = Vec::new();
+    let mut add = |name: &str, kind: &str, path: PathBuf| {
+        if path.is_file() && !out.iter().any(|t| t.src_path == path) {
+            out.push(TargetRoot {
+                name: name.to_string(),
+                kind: vec![kind.to_string()],
+                src_path: path,
+                edition: edition.to_string(),
+            });
+        }
+    };
+    let crate_name = name.replace('-', "_");
+    let explicit = |key: &str| -> Vec<(String, PathBuf)> {
+        let entries: Vec<&toml::Value> = match manifest.get(key) {
+            Some(toml::Value::Array(items)) => items.iter().collect(),
+            Some(v @ toml::Value::Table(_)) => vec![v],
+            _ => Vec::new(),
+        };
+        entries
+            .into_iter()
+            .filter_map(|t| {
+                let path = t.get("path")?.as_str()?;
+                let name = t.get("name").and_then(|n| n.as_str()).unwrap_or(path);
+                Some((name.to_string(), dir.join(path)))
+            })
+            .collect()
+    };
+    for (n, p) in explicit("lib") {
+        add(&n, "lib", p);
+    }
+    add(&crate_name, "lib", dir.join("src/lib.rs"));
+    for (n, p) in explicit("bin") {
+        add(&n, "bin", p);
+    }
+    add(name, "bin", dir.join("src/main.rs"));
+    for (key, folder, kind) in [
+        ("bin", "src/bin", "bin"),
+        ("test", "tests", "test"),
+        ("example", "examples", "example"),
+        ("bench", "benches", "bench"),
+    ] {
+        if key != "bin" {
+            for (n, p) in explicit(key) {
+                add(&n, kind, p);
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            let stem = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            if path.extension().is_some_and(|e| e == "rs") {
+                add(&stem, kind, path);
+            } else if path.join("main.rs").is_file() {
+                add(&stem, kind, path.join("main.rs"));
+            }
+        }
+    }
+    let build = manifest
+        .get("package")
+        .and_then(|p| p.get("build"))
+        .and_then(|b| b.as_str())
+        .unwrap_or("build.rs");
+    add("build-script-build", "custom-build", dir.join(build));
+    out
+}
+
+/// Sorts out the problems of a workspace walk: a `.rs` path that could not be read (a dangling
+/// symlink) stays a file, so it is an error only when a target compiles it; the others are
+/// returned as notices.
+fn sort_out(
+    problems: impl Iterator<Item = InputError>,
+    root: &Path,
+    seen: &mut HashSet<PathBuf>,
+    files: &mut Vec<SourcePath>,
+) -> Vec<InputError> {
+    let mut notices = Vec::new();
+    for p in problems {
+        if p.path.ends_with(".rs") {
+            push_file(Path::new(&p.path), root, seen, files);
+        } else {
+            notices.push(p);
+        }
+    }
+    notices
 }
 
 fn fatal(err: ConfigError) -> WorkspaceError {
@@ -531,6 +826,7 @@ fn push_file(path: &Path, root: &Path, seen: &mut HashSet<PathBuf>, files: &mut 
         files.push(SourcePath {
             abs: path.to_path_buf(),
             rel: relative(path, root),
+            krate: None,
         });
     }
 }

@@ -7,6 +7,7 @@ mod baseline;
 mod commands;
 mod config;
 mod discover;
+mod modtree;
 mod paths;
 mod report;
 mod run;

@@ -84,6 +84,13 @@ fn check(settings: &Settings) -> u8 {
             eprintln!("error: {path}: {}", e.message);
         }
     };
+    for notice in units.iter().flat_map(|u| &u.notices) {
+        eprintln!(
+            "warning: {}: {}",
+            paths.shown(None, &notice.path),
+            notice.message
+        );
+    }
     let total: usize = units
         .iter()
         .map(|u| u.files.iter().filter(|f| !f.is_schema()).count())
@@ -170,5 +177,8 @@ fn format(settings: &Settings) -> Format {
         FormatArg::Github => Format::Github,
         FormatArg::Gitlab => Format::Gitlab,
         FormatArg::Rdjsonl => Format::Rdjsonl,
+        FormatArg::Cargo => Format::Cargo {
+            ansi: settings.rendered_ansi,
+        },
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use staleguard_rules::registry;
 
-use crate::args::{Args, CheckArgs, ColorArg, Command, FormatArg, ListFormat};
+use crate::args::{Args, CheckArgs, ColorArg, Command, FormatArg, ListFormat, MessageFormatArg};
 use crate::suggest::did_you_mean;
 
 /// What the invocation asks for.
@@ -23,6 +23,8 @@ pub struct Settings {
     pub manifest_path: Option<PathBuf>,
     pub packages: Vec<String>,
     pub format: FormatArg,
+    /// `--message-format json-diagnostic-rendered-ansi`.
+    pub rendered_ansi: bool,
     pub color: ColorArg,
     pub output: Option<PathBuf>,
     pub statistics: bool,
@@ -39,8 +41,8 @@ pub struct Settings {
 /// Something to lint.
 #[derive(Debug, Clone)]
 pub enum Target {
-    /// A Cargo workspace. `narrow`: when the manifest is a member's (not the workspace root's),
-    /// lint only that member.
+    /// A Cargo workspace. `narrow`: when the manifest (else the nearest one above the working
+    /// directory) is a member's, not the workspace root's, report only that member.
     Workspace {
         manifest: Option<PathBuf>,
         narrow: bool,
@@ -65,10 +67,11 @@ fn check(args: CheckArgs) -> Result<Settings, String> {
     if args.jobs == Some(0) {
         return Err("`--jobs` must be at least 1".to_string());
     }
+    let mut ansi = false;
     let targets = if args.paths.is_empty() {
         vec![Target::Workspace {
             manifest: args.manifest_path.clone(),
-            narrow: args.manifest_path.is_some() && !args.workspace,
+            narrow: !args.workspace,
         }]
     } else {
         args.paths.iter().map(|p| classify(p)).collect()
@@ -77,7 +80,17 @@ fn check(args: CheckArgs) -> Result<Settings, String> {
         targets,
         manifest_path: args.manifest_path,
         packages: args.package,
-        format: args.format,
+        format: match args.message_format {
+            None => args.format,
+            Some(MessageFormatArg::Human) => FormatArg::Human,
+            Some(MessageFormatArg::Short) => FormatArg::Short,
+            Some(MessageFormatArg::Json) => FormatArg::Cargo,
+            Some(MessageFormatArg::JsonDiagnosticRenderedAnsi) => {
+                ansi = true;
+                FormatArg::Cargo
+            }
+        },
+        rendered_ansi: ansi,
         color: args.color,
         output: args.output,
         statistics: args.statistics,

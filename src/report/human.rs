@@ -14,32 +14,41 @@ use super::{Report, doc_note, summary_line};
 use crate::analyze::Finding;
 
 pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
-    let config = Config::default();
     let mut files = Files::default();
     for finding in &report.outcome.findings {
-        let mut buffer = if color {
-            Buffer::ansi()
-        } else {
-            Buffer::no_color()
-        };
-        let diagnostic = diagnostic(report, finding, &mut files);
-        if term::emit_to_write_style(&mut buffer, &config, &files.files, &diagnostic).is_err() {
-            // The span did not fit the text (the file changed under us): fall back to one line.
-            let d = &finding.diag;
-            writeln!(
-                buffer,
-                "{}[{}]: {}\n  --> {}:{}:{}",
-                finding.level.as_str(),
-                d.rule,
-                d.message,
-                report.file(finding, &d.primary),
-                d.primary.start.line,
-                d.primary.start.column
-            )?;
-        }
-        out.write_all(buffer.as_slice())?;
+        out.write_all(&rendered(report, finding, color, &mut files))?;
     }
     writeln!(out, "{}", summary_line(report))
+}
+
+/// One finding as rustc renders a diagnostic (for `--message-format json`'s `rendered`).
+pub fn render_one(report: &Report, finding: &Finding, color: bool) -> String {
+    String::from_utf8_lossy(&rendered(report, finding, color, &mut Files::default())).into_owned()
+}
+
+fn rendered(report: &Report, finding: &Finding, color: bool, files: &mut Files) -> Vec<u8> {
+    let config = Config::default();
+    let mut buffer = if color {
+        Buffer::ansi()
+    } else {
+        Buffer::no_color()
+    };
+    let diagnostic = diagnostic(report, finding, files);
+    if term::emit_to_write_style(&mut buffer, &config, &files.files, &diagnostic).is_err() {
+        // The span did not fit the text (the file changed under us): fall back to one line.
+        let d = &finding.diag;
+        let _ = writeln!(
+            buffer,
+            "{}[{}]: {}\n  --> {}:{}:{}",
+            finding.level.as_str(),
+            d.rule,
+            d.message,
+            report.file(finding, &d.primary),
+            d.primary.start.line,
+            d.primary.start.column
+        );
+    }
+    buffer.into_inner()
 }
 
 /// The files shown so far, each added once.

@@ -1,6 +1,7 @@
 //! Rendering a run's outcome. One module per output format behind [`Format`]; findings arrive
 //! as data ([`Report`]) and each format writes them to the sink it is given.
 
+mod cargo;
 mod github;
 mod gitlab;
 mod human;
@@ -21,13 +22,19 @@ use crate::paths::Paths;
 /// The output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    Human { color: bool },
+    Human {
+        color: bool,
+    },
     Short,
     Json,
     Sarif,
     Github,
     Gitlab,
     Rdjsonl,
+    /// cargo's compiler messages; `ansi`: colours in `rendered`.
+    Cargo {
+        ansi: bool,
+    },
 }
 
 /// What a format renders.
@@ -68,6 +75,7 @@ impl Format {
             Format::Github => github::render(report, out),
             Format::Gitlab => gitlab::render(report, out),
             Format::Rdjsonl => rdjson::render(report, out),
+            Format::Cargo { ansi } => cargo::render(report, ansi, out),
         }
     }
 
@@ -76,7 +84,7 @@ impl Format {
     pub fn is_machine(self) -> bool {
         matches!(
             self,
-            Format::Json | Format::Sarif | Format::Gitlab | Format::Rdjsonl
+            Format::Json | Format::Sarif | Format::Gitlab | Format::Rdjsonl | Format::Cargo { .. }
         )
     }
 }
@@ -143,6 +151,13 @@ pub fn summary_line(report: &Report) -> String {
             .count();
     if skipped > 0 {
         line.push_str(&format!(", {} skipped", plural(skipped, "file")));
+    }
+    let unreached = report.outcome.unreached.len();
+    if unreached > 0 {
+        line.push_str(&format!(
+            ", {} that no target compiles skipped",
+            plural(unreached, "file")
+        ));
     }
     if report.outcome.baselined > 0 {
         line.push_str(&format!(

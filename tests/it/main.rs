@@ -1,9 +1,11 @@
 //! The one integration-test binary: fixtures, CLI, regressions and conventions.
 
+mod cargo;
 #[path = "../../rules/tests/support/cases.rs"]
 mod cases;
 mod cli;
 mod cli_rules;
+mod editors;
 mod formats;
 mod readme;
 mod schema;

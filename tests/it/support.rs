@@ -182,3 +182,18 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).expect("git output is UTF-8")
 }
+
+/// A `lib.rs` declaring the given modules (`"a"`, or `#[path = ".."] mod x` forms given whole
+/// when they contain a space).
+pub fn lib_with(mods: &[&str]) -> String {
+    let mut text = String::from("//! Crate root.\n\n");
+    for m in mods {
+        if m.contains(' ') {
+            text.push_str(m);
+            text.push('\n');
+        } else {
+            text.push_str(&format!("mod {m};\n"));
+        }
+    }
+    text
+}
