@@ -21,6 +21,7 @@ pub mod ir;
 mod ir;
 mod kb;
 mod knowledge;
+mod lexical;
 mod lower;
 mod name;
 mod par;
@@ -102,6 +103,85 @@ impl LoweredFile {
     }
 }
 
+/// The `parse-error` of a file: a delimiter problem as rustc words it (at the opening delimiter
+/// left unclosed, with the others labelled), else syn's error at its position.
+fn parse_error(
+    path: &str,
+    text: &str,
+    lines: &parse::LineIndex<'_>,
+    err: &syn::Error,
+) -> Diagnostic {
+    // One character at a byte offset, as a span.
+    let span_at = |byte: usize| {
+        let before = &text[..byte.min(text.len())];
+        let line = before.matches('\n').count() as u32 + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() as u32 + 1;
+        let width = text[byte.min(text.len())..]
+            .chars()
+            .next()
+            .map_or(0, char::len_utf8);
+        Span {
+            file: path.to_string(),
+            start: Position { line, column },
+            end: Position {
+                line,
+                column: column + u32::from(width > 0),
+            },
+            byte_start: byte,
+            byte_end: byte + width,
+        }
+    };
+    let (message, primary, primary_label, labels) = match lexical::delimiter_problem(text) {
+        Some(p) => (
+            p.message,
+            span_at(p.at),
+            Some(p.label.to_string()),
+            p.others
+                .into_iter()
+                .map(|(at, label)| Label {
+                    span: span_at(at),
+                    message: label.to_string(),
+                })
+                .collect(),
+        ),
+        None => {
+            let start = err.span().start();
+            let line = start.line.max(1);
+            let col = start.column;
+            let byte = lines.byte(line, col) as usize;
+            let pos = Position {
+                line: line as u32,
+                column: col as u32 + 1,
+            };
+            let span = Span {
+                file: path.to_string(),
+                start: pos,
+                end: pos,
+                byte_start: byte,
+                byte_end: byte,
+            };
+            (
+                format!("file does not parse: {err}"),
+                span,
+                None,
+                Vec::new(),
+            )
+        }
+    };
+    Diagnostic {
+        rule: "parse-error",
+        level: Level::Error,
+        message,
+        primary,
+        primary_label,
+        labels,
+        help: None,
+        notes: Vec::new(),
+        function: None,
+    }
+}
+
 /// The analyzer, configured once and shared by all worker threads.
 #[derive(Debug, Clone, Default)]
 pub struct Analyzer {
@@ -159,33 +239,7 @@ impl Analyzer {
                 // in fresh memory instead of pinning pages of the freed syntax trees.
                 Ok(ir.clone())
             }
-            Err(err) => {
-                let start = err.span().start();
-                let line = start.line.max(1);
-                let col = start.column;
-                let byte = lines.byte(line, col) as usize;
-                let pos = Position {
-                    line: line as u32,
-                    column: col as u32 + 1,
-                };
-                Err(Diagnostic {
-                    rule: "parse-error",
-                    level: Level::Error,
-                    message: format!("file does not parse: {err}"),
-                    primary: Span {
-                        file: path.to_string(),
-                        start: pos,
-                        end: pos,
-                        byte_start: byte,
-                        byte_end: byte,
-                    },
-                    primary_label: None,
-                    labels: Vec::new(),
-                    help: None,
-                    notes: Vec::new(),
-                    function: None,
-                })
-            }
+            Err(err) => Err(parse_error(path, text, &lines, &err)),
         };
         proc_macro2::extra::invalidate_current_thread_spans();
         match result {

@@ -14,6 +14,7 @@
 
 use crate::diagnostic::{Diagnostic, Level};
 use crate::ir::Sp;
+use crate::lexical::{Comment, comments};
 use crate::rules::to_span;
 use crate::{LoweredFile, registry};
 
@@ -36,21 +37,6 @@ impl Suppression {
 
 const MARK: &str = "staleguard:";
 
-/// A comment found in the text: its byte range, its kind, and where its text is.
-#[derive(Debug, Clone, Copy)]
-struct Comment {
-    start: usize,
-    /// After the comment (after `*/` for a block comment).
-    end: usize,
-    /// `//!` or `/*!`: an inner doc comment.
-    inner_doc: bool,
-    /// `///` or `/**`: an outer doc comment (an attribute of the next item, so a code line).
-    outer_doc: bool,
-    /// The comment's text: after its opening (`//`, `///`, `/*`, ..), before a closing `*/`.
-    body: usize,
-    body_end: usize,
-}
-
 /// Scans a file's text. `items` are the items' (first line, keyword line, last line).
 pub fn scan(text: &str, items: &[(u32, u32, u32)]) -> Vec<Suppression> {
     if !text.contains(MARK) {
@@ -68,7 +54,10 @@ pub fn scan(text: &str, items: &[(u32, u32, u32)]) -> Vec<Suppression> {
     // A line is code when it holds something outside plain (non-doc) comments.
     let mut code = vec![false; line_starts.len() + 1];
     {
-        let mut c = comments.iter().filter(|c| !c.outer_doc && !c.inner_doc).peekable();
+        let mut c = comments
+            .iter()
+            .filter(|c| !c.outer_doc && !c.inner_doc)
+            .peekable();
         let mut i = 0;
         let bytes = text.as_bytes();
         while i < bytes.len() {
@@ -166,140 +155,6 @@ fn parse_allow(text: &str, cm: &Comment) -> Option<Vec<(String, usize)>> {
     (!rules.is_empty()).then_some(rules)
 }
 
-/// Every comment of the text, in order, outside string and char literals: line comments and
-/// (nested) block comments.
-fn comments(text: &str) -> Vec<Comment> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = text[i..].find('\n').map_or(b.len(), |n| i + n);
-                let third = b.get(i + 2).copied();
-                let inner_doc = third == Some(b'!');
-                // `////` is a plain comment, as in rustc.
-                let outer_doc = third == Some(b'/') && b.get(i + 3) != Some(&b'/');
-                let body = if inner_doc || outer_doc { i + 3 } else { i + 2 };
-                out.push(Comment {
-                    start: i,
-                    end,
-                    inner_doc,
-                    outer_doc,
-                    body,
-                    body_end: end,
-                });
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let mut depth = 0usize;
-                let mut j = i;
-                let mut closed = false;
-                while j < b.len() {
-                    if b[j] == b'/' && b.get(j + 1) == Some(&b'*') {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j] == b'*' && b.get(j + 1) == Some(&b'/') {
-                        depth -= 1;
-                        j += 2;
-                        if depth == 0 {
-                            closed = true;
-                            break;
-                        }
-                    } else {
-                        j += 1;
-                    }
-                }
-                let third = b.get(i + 2).copied();
-                let inner_doc = third == Some(b'!');
-                // `/**/` and `/***` are plain comments.
-                let outer_doc = third == Some(b'*') && !matches!(b.get(i + 3), Some(b'*' | b'/'));
-                let body_end = if closed { j - 2 } else { j };
-                let body = if inner_doc || outer_doc { i + 3 } else { i + 2 };
-                out.push(Comment {
-                    start: i,
-                    end: j,
-                    inner_doc,
-                    outer_doc,
-                    body: body.min(body_end),
-                    body_end,
-                });
-                i = j;
-            }
-            b'"' => i = skip_string(b, i + 1, 0),
-            b'r' | b'b' | b'c' if is_raw_string_start(b, i) => {
-                let mut j = i;
-                while b[j] != b'r' {
-                    j += 1;
-                }
-                j += 1;
-                let mut hashes = 0;
-                while b.get(j) == Some(&b'#') {
-                    hashes += 1;
-                    j += 1;
-                }
-                i = skip_string(b, j + 1, hashes);
-            }
-            b'\'' => i = skip_char_or_lifetime(text, i),
-            c if c.is_ascii_alphanumeric() || c == b'_' => {
-                // A whole identifier: `br"` at the end of `abr"` is no raw string.
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-            }
-            _ => i += 1,
-        }
-    }
-    out
-}
-
-/// Whether a raw string (`r"`, `r#"`, `br"`, `cr#"`) starts at `i` (at an identifier start).
-fn is_raw_string_start(b: &[u8], i: usize) -> bool {
-    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
-        return false;
-    }
-    let j = if b[i] == b'r' {
-        i + 1
-    } else if b.get(i + 1) == Some(&b'r') {
-        i + 2
-    } else {
-        return false;
-    };
-    let mut k = j;
-    while b.get(k) == Some(&b'#') {
-        k += 1;
-    }
-    b.get(k) == Some(&b'"')
-}
-
-/// The index after a string whose contents start at `i`, closed by `"` and `hashes` `#`s
-/// (escapes only in non-raw strings).
-fn skip_string(b: &[u8], mut i: usize, hashes: usize) -> usize {
-    while i < b.len() {
-        match b[i] {
-            b'\\' if hashes == 0 => i += 2,
-            b'"' if b.len() > i + hashes && b[i + 1..=i + hashes].iter().all(|c| *c == b'#') => {
-                return i + 1 + hashes;
-            }
-            _ => i += 1,
-        }
-    }
-    b.len()
-}
-
-/// The index after a char literal (`'x'`, `'\n'`, `'\u{1F600}'`) or a lifetime's quote (`'a`).
-fn skip_char_or_lifetime(text: &str, i: usize) -> usize {
-    let b = text.as_bytes();
-    if b.get(i + 1) == Some(&b'\\') {
-        let close = text[i + 2..].find(['\'', '\n']).map_or(b.len(), |n| i + 2 + n);
-        return close + 1;
-    }
-    match text[i + 1..].chars().next() {
-        Some(c) if b.get(i + 1 + c.len_utf8()) == Some(&b'\'') => i + 2 + c.len_utf8(),
-        _ => i + 1,
-    }
-}
-
 /// Drops the findings a suppression covers (never a `parse-error`) and reports, when
 /// `unused-suppression` is enabled, each named rule that covered nothing: unknown, not
 /// suppressible, or with no finding in reach. A rule that is disabled is not reported.
@@ -381,7 +236,8 @@ pub(crate) fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::{comments, scan};
+    use super::scan;
+    use crate::lexical::comments;
 
     fn lines(text: &str, items: &[(u32, u32, u32)]) -> Vec<(Vec<String>, u32, u32)> {
         scan(text, items)
