@@ -8,8 +8,10 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use staleguard_rules::{Analyzer, Diagnostic, Knowledge, Level, LoweredFile, registry};
 
+use crate::args::LevelFlag;
 use crate::baseline::{self, Baseline};
 use crate::config::Config;
+use crate::diff::Changed;
 use crate::discover::{InputError, PackageScope, SourcePath, TargetRoot, Unit};
 use crate::modtree;
 use crate::settings::Settings;
@@ -59,6 +61,8 @@ pub struct Outcome {
     pub unreached: Vec<PathBuf>,
     /// Findings hidden by the baseline.
     pub baselined: usize,
+    /// Findings hidden by `--diff-base` (not on an added or changed line).
+    pub outside_diff: usize,
 }
 
 /// Analyzes every unit. Fails only when the thread pool cannot start or the baseline is bad.
@@ -66,6 +70,7 @@ pub fn run(
     settings: &Settings,
     units: &[Unit],
     mut errors: Vec<InputError>,
+    changed: Option<&Changed>,
 ) -> Result<Outcome, String> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.jobs.unwrap_or(0))
@@ -141,6 +146,13 @@ pub fn run(
             let Some(level) = levels.level(&diag) else {
                 continue;
             };
+            if let Some(changed) = changed
+                && diag.rule != "parse-error"
+                && !changed.contains(&unit.root.join(&diag.primary.file), diag.primary.start.line)
+            {
+                outcome.outside_diff += 1;
+                continue;
+            }
             let source = texts
                 .entry(diag.primary.file.clone())
                 .or_insert_with(|| reread(unit, &diag.primary.file))
@@ -166,6 +178,28 @@ pub fn run(
     }
     outcome.errors = errors;
     Ok(outcome)
+}
+
+/// A rule's level after the command line's `-D` / `-W` / `-A`, in order: a rule's own setting,
+/// or `warnings` for whatever is a warning at that point. Also says whether the command line
+/// set it.
+pub fn command_line(
+    levels: &[(LevelFlag, String)],
+    rule: &str,
+    mut level: Option<Level>,
+) -> (Option<Level>, bool) {
+    let mut set = false;
+    for (flag, name) in levels {
+        if name == rule || (name == "warnings" && level == Some(Level::Warning)) {
+            level = match flag {
+                LevelFlag::Deny => Some(Level::Error),
+                LevelFlag::Warn => Some(Level::Warning),
+                LevelFlag::Allow => None,
+            };
+            set = true;
+        }
+    }
+    (level, set)
 }
 
 /// A target of the unit, by package and target index.
@@ -270,12 +304,29 @@ impl Levels<'_> {
         registry::find(rule).map(|r| r.default_level)
     }
 
+    /// The last command-line setting of `rule` (not of `warnings`).
+    fn command_line_flag(&self, rule: &str) -> Option<LevelFlag> {
+        self.settings
+            .levels
+            .iter()
+            .rev()
+            .find(|(_, r)| r == rule)
+            .map(|(f, _)| *f)
+    }
+
     fn enabled(&self, rule: &str) -> bool {
         if rule == "parse-error" {
             return true;
         }
         if !self.selected(rule) {
             return false;
+        }
+        // On the command line, a later `-D`/`-W` turns a rule on; `-A` off (unless
+        // `-D warnings`-like settings could still raise it: they only act on warnings).
+        match self.command_line_flag(rule) {
+            Some(LevelFlag::Allow) => return false,
+            Some(_) => return true,
+            None => {}
         }
         let workspace =
             Self::from_config(&self.unit.config, rule).unwrap_or_else(|| Self::default_level(rule));
@@ -294,6 +345,11 @@ impl Levels<'_> {
         if !self.selected(diag.rule) {
             return None;
         }
+        command_line(&self.settings.levels, diag.rule, self.configured(diag)).0
+    }
+
+    /// The level from package config over workspace config over the rule's default.
+    fn configured(&self, diag: &Diagnostic) -> Option<Level> {
         let package: Option<&PackageScope> = self
             .unit
             .packages

@@ -268,7 +268,8 @@ fn workspace(
         }
     };
 
-    let config = workspace_config(settings, &root)?;
+    let mut notices = Vec::new();
+    let config = workspace_config(settings, &root, &mut notices)?;
     let ws_exclude = workspace_exclude(&config, &root);
     let target_dir: PathBuf = metadata.target_directory.clone().into();
 
@@ -277,7 +278,6 @@ fn workspace(
     let mut files = Vec::new();
     let mut seen = HashSet::new();
     let mut problems = Vec::new();
-    let mut notices = Vec::new();
     // Every member is read, so facts cross crates; only the selected ones are reported.
     for (index, package) in members.iter().enumerate() {
         let manifest_path = package.manifest_path.as_std_path();
@@ -432,19 +432,59 @@ fn canonical(path: &Path) -> PathBuf {
 
 /// The workspace's configuration: `--config`, else `staleguard.toml` at the root, else the
 /// root manifest's `[workspace.metadata.staleguard]`.
-fn workspace_config(settings: &Settings, root: &Path) -> Result<Config, WorkspaceError> {
-    let file = match &settings.config {
-        Some(explicit) => {
-            return Ok(config::load(explicit, Section::Root)
-                .map_err(fatal)?
-                .unwrap_or_default());
-        }
-        None => root.join("staleguard.toml"),
+fn workspace_config(
+    settings: &Settings,
+    root: &Path,
+    notices: &mut Vec<InputError>,
+) -> Result<Config, WorkspaceError> {
+    let file = root.join("staleguard.toml");
+    let manifest = root.join("Cargo.toml");
+    let in_manifest = || {
+        std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+            .is_some_and(|t| {
+                t.get("workspace")
+                    .and_then(|w| w.get("metadata"))
+                    .and_then(|m| m.get("staleguard"))
+                    .is_some()
+            })
     };
+    let mut shadowed = |by: &Path, what: String| {
+        notices.push(InputError {
+            path: by.display().to_string(),
+            message: format!("this configuration shadows {what}, which is not read"),
+        });
+    };
+    if let Some(explicit) = &settings.config {
+        if file.is_file() {
+            shadowed(explicit, format!("`{}`", file.display()));
+        } else if in_manifest() {
+            shadowed(
+                explicit,
+                format!(
+                    "`[workspace.metadata.staleguard]` in `{}`",
+                    manifest.display()
+                ),
+            );
+        }
+        return Ok(config::load(explicit, Section::Root)
+            .map_err(fatal)?
+            .unwrap_or_default());
+    }
     let loaded = if file.is_file() {
+        if in_manifest() {
+            shadowed(
+                &file,
+                format!(
+                    "`[workspace.metadata.staleguard]` in `{}`",
+                    manifest.display()
+                ),
+            );
+        }
         config::load(&file, Section::Root)
     } else {
-        config::load(&root.join("Cargo.toml"), Section::WorkspaceMetadata)
+        config::load(&manifest, Section::WorkspaceMetadata)
     };
     Ok(loaded.map_err(fatal)?.unwrap_or_default())
 }
@@ -505,7 +545,8 @@ fn manifest_dir(manifest: Option<&Path>) -> Option<PathBuf> {
 /// with the targets cargo would infer (`src/lib.rs`, `src/main.rs`, `src/bin/`, `tests/`,
 /// `examples/`, `benches/`, `build.rs`) and those its manifest names by path.
 fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Unit, WorkspaceError> {
-    let config = workspace_config(settings, &root)?;
+    let mut notices = Vec::new();
+    let config = workspace_config(settings, &root, &mut notices)?;
     let exclude = workspace_exclude(&config, &root);
     let target_dir = root.join("target");
     let mut manifests = Vec::new();
@@ -527,7 +568,6 @@ fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Uni
     let mut files = Vec::new();
     let mut seen = HashSet::new();
     let mut problems = Vec::new();
-    let mut notices = Vec::new();
     for manifest in manifests {
         let Some(table) = std::fs::read_to_string(&manifest)
             .ok()

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use staleguard_rules::registry;
 
-use crate::args::{Args, CheckArgs, ColorArg, Command, FormatArg, ListFormat, MessageFormatArg};
+use crate::args::{
+    Args, CheckArgs, ColorArg, Command, FormatArg, LevelFlag, ListFormat, MessageFormatArg,
+};
 use crate::suggest::did_you_mean;
 
 /// What the invocation asks for.
@@ -26,6 +28,13 @@ pub struct Settings {
     /// `--message-format json-diagnostic-rendered-ansi`.
     pub rendered_ansi: bool,
     pub color: ColorArg,
+    /// `-D` / `-W` / `-A`, in order (a later one wins).
+    pub levels: Vec<(LevelFlag, String)>,
+    pub quiet: bool,
+    pub verbose: bool,
+    pub show_files: bool,
+    pub show_settings: bool,
+    pub add_suppressions: bool,
     pub output: Option<PathBuf>,
     pub statistics: bool,
     pub path_prefix: Option<String>,
@@ -34,6 +43,7 @@ pub struct Settings {
     pub config: Option<PathBuf>,
     pub baseline: Option<PathBuf>,
     pub write_baseline: Option<PathBuf>,
+    pub diff_base: Option<String>,
     pub exit_zero: bool,
     pub jobs: Option<usize>,
 }
@@ -52,18 +62,37 @@ pub enum Target {
 }
 
 /// Resolves raw arguments; the error is a one-line message (exit code 2).
-pub fn resolve(args: Args) -> Result<Action, String> {
+pub fn resolve(args: Args, levels: Vec<(LevelFlag, String)>) -> Result<Action, String> {
     match args.command {
         Some(Command::Explain { rule }) => Ok(Action::Explain(rule)),
         Some(Command::Rules { format }) => Ok(Action::Rules(format)),
-        None => check(args.check).map(|s| Action::Check(Box::new(s))),
+        None => check(args.check, levels).map(|s| Action::Check(Box::new(s))),
     }
 }
 
-fn check(args: CheckArgs) -> Result<Settings, String> {
+fn check(args: CheckArgs, levels: Vec<(LevelFlag, String)>) -> Result<Settings, String> {
     for rule in args.select.iter().chain(&args.ignore) {
         known_rule(rule)?;
     }
+    for (_, rule) in &levels {
+        if rule != "warnings" {
+            known_rule(rule)?;
+        }
+    }
+    // `--color`, else cargo's `CARGO_TERM_COLOR` (as `cargo staleguard` is a cargo command).
+    let color = match args.color {
+        Some(c) => c,
+        None => match std::env::var("CARGO_TERM_COLOR").as_deref() {
+            Ok("always") => ColorArg::Always,
+            Ok("never") => ColorArg::Never,
+            Ok("auto") | Err(_) => ColorArg::Auto,
+            Ok(other) => {
+                return Err(format!(
+                    "invalid CARGO_TERM_COLOR `{other}`: expected `auto`, `always` or `never`"
+                ));
+            }
+        },
+    };
     if args.jobs == Some(0) {
         return Err("`--jobs` must be at least 1".to_string());
     }
@@ -91,7 +120,13 @@ fn check(args: CheckArgs) -> Result<Settings, String> {
             }
         },
         rendered_ansi: ansi,
-        color: args.color,
+        color,
+        levels,
+        quiet: args.quiet,
+        verbose: args.verbose,
+        show_files: args.show_files,
+        show_settings: args.show_settings,
+        add_suppressions: args.add_suppressions,
         output: args.output,
         statistics: args.statistics,
         path_prefix: args.path_prefix,
@@ -100,6 +135,7 @@ fn check(args: CheckArgs) -> Result<Settings, String> {
         config: args.config,
         baseline: args.baseline,
         write_baseline: args.write_baseline,
+        diff_base: args.diff_base,
         exit_zero: args.exit_zero,
         jobs: args.jobs,
     })

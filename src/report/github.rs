@@ -45,7 +45,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             data(&e.message)
         )?;
     }
-    Ok(())
+    super::write_summary(report, out)
 }
 
 /// Escapes a command's message.

@@ -10,7 +10,7 @@ use codespan_reporting::term::termcolor::Buffer;
 use codespan_reporting::term::{self, Config};
 use staleguard_rules::Level;
 
-use super::{Report, doc_note, summary_line};
+use super::{Report, doc_note, write_summary};
 use crate::analyze::Finding;
 
 pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
@@ -18,7 +18,7 @@ pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<(
     for finding in &report.outcome.findings {
         out.write_all(&rendered(report, finding, color, &mut files))?;
     }
-    writeln!(out, "{}", summary_line(report))
+    write_summary(report, out)
 }
 
 /// One finding as rustc renders a diagnostic (for `--message-format json`'s `rendered`).

@@ -56,6 +56,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             "skipped": outcome.errors.len() + outcome.findings.iter().filter(|f| f.is_bad_input()).count(),
             "baselined": outcome.baselined,
             "unreached": outcome.unreached.len(),
+            "outside_diff": outcome.outside_diff,
         },
     });
     let text = serde_json::to_string_pretty(&value).map_err(io::Error::other)?;

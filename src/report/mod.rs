@@ -45,6 +45,8 @@ pub struct Report<'a> {
     pub elapsed: Duration,
     /// The run could not do its whole job (exit code 2 unless findings make it 1).
     pub trouble: bool,
+    /// `-q`: no summary line.
+    pub quiet: bool,
 }
 
 impl Report<'_> {
@@ -131,14 +133,30 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The one-line summary that closes human output.
+/// Writes the summary line that closes the human-facing formats, unless `-q`.
+pub fn write_summary(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    if report.quiet {
+        return Ok(());
+    }
+    writeln!(out, "{}", summary_line(report))
+}
+
+/// The one-line summary that closes human output: "all checks passed" when there is nothing
+/// to report.
 pub fn summary_line(report: &Report) -> String {
     let (e, w, n) = counts(report.outcome);
+    let counted = if report.outcome.findings.is_empty() && !report.trouble {
+        "all checks passed".to_string()
+    } else {
+        format!(
+            "{}, {}, {}",
+            plural(e, "error"),
+            plural(w, "warning"),
+            plural(n, "note")
+        )
+    };
     let mut line = format!(
-        "staleguard: {}, {}, {} in {} ({:.2}s)",
-        plural(e, "error"),
-        plural(w, "warning"),
-        plural(n, "note"),
+        "staleguard: {counted} in {} ({:.2}s)",
         plural(report.outcome.files, "file"),
         report.elapsed.as_secs_f64()
     );
@@ -157,6 +175,12 @@ pub fn summary_line(report: &Report) -> String {
         line.push_str(&format!(
             ", {} that no target compiles skipped",
             plural(unreached, "file")
+        ));
+    }
+    if report.outcome.outside_diff > 0 {
+        line.push_str(&format!(
+            ", {} outside the diff",
+            report.outcome.outside_diff
         ));
     }
     if report.outcome.baselined > 0 {

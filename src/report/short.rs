@@ -18,5 +18,5 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             d.message
         )?;
     }
-    Ok(())
+    super::write_summary(report, out)
 }

@@ -5,6 +5,8 @@ mod cargo;
 mod cases;
 mod cli;
 mod cli_rules;
+mod conventions;
+mod diff;
 mod editors;
 mod formats;
 mod readme;
