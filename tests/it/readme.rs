@@ -165,3 +165,45 @@ fn configuration_examples_in_the_readme_and_docs_are_accepted() {
     }
     assert!(checked >= 2, "found {checked} toml examples");
 }
+
+/// The hooks of `.pre-commit-hooks.yaml`: each runs the binary this repository builds, with
+/// its arguments, on a git repository (the changed-lines hook sees only what changed).
+#[test]
+fn pre_commit_hooks_run() {
+    let text = std::fs::read_to_string(repo_root().join(".pre-commit-hooks.yaml")).unwrap();
+    let mut hooks: Vec<(String, String, Vec<String>)> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        if let Some(id) = line.strip_prefix("- id: ") {
+            hooks.push((id.to_string(), String::new(), Vec::new()));
+        } else if let Some((key, value)) = line.trim().split_once(": ") {
+            let hook = hooks.last_mut().expect("a key belongs to a hook");
+            match key {
+                "entry" => hook.1 = value.to_string(),
+                "args" => hook.2 = serde_json::from_str(value).expect("args are a JSON list"),
+                "language" => assert_eq!(value, "rust", "pre-commit builds it with cargo"),
+                "pass_filenames" => assert_eq!(value, "false", "findings cross files"),
+                _ => {}
+            }
+        }
+    }
+    let ids: Vec<&str> = hooks.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(ids, ["staleguard", "staleguard-changed"]);
+    let p = Project::package("shop");
+    p.write("src/lib.rs", CLEAN);
+    p.git_init();
+    p.write("src/lib.rs", &format!("{CLEAN}\npub mod ship;\n"))
+        .write("src/ship.rs", crate::cli_rules::CHECK_BEFORE_LOCK);
+    for (id, entry, args) in &hooks {
+        assert_eq!(
+            entry, "cargo-staleguard",
+            "{id}: the binary this package installs"
+        );
+        let run = crate::support::Run::of(crate::support::bin().current_dir(p.root()).args(args));
+        run.code(1);
+        assert!(run.stdout.contains("src/ship.rs:"), "{id}: {}", run.stdout);
+    }
+    // Committed, the hazard is no change any more: the changed-lines hook passes.
+    p.commit_all("ship");
+    let changed = &hooks[1].2;
+    crate::support::Run::of(crate::support::bin().current_dir(p.root()).args(changed)).code(0);
+}
