@@ -36,7 +36,7 @@ mod state_writes;
 mod summary;
 mod suppress;
 
-pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
+pub use diagnostic::{Applicability, Diagnostic, Edit, Label, Level, Position, Span, Suggestion};
 pub use knowledge::{Knowledge, KnowledgeKey};
 
 /// The stack size, in bytes, that threads calling [`Analyzer::lower`] need for deeply nested
@@ -179,6 +179,7 @@ fn parse_error(
         help: None,
         notes: Vec::new(),
         function: None,
+        suggestions: Vec::new(),
     }
 }
 

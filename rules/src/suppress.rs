@@ -12,7 +12,7 @@
 //! `parse-error` cannot be suppressed. Each rule of a comment that suppresses nothing is
 //! reported on its own as `unused-suppression`.
 
-use crate::diagnostic::{Diagnostic, Level};
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Level, Suggestion};
 use crate::ir::Sp;
 use crate::lexical::{Comment, comments};
 use crate::rules::to_span;
@@ -21,10 +21,14 @@ use crate::{LoweredFile, registry};
 /// One suppression comment and the lines it covers.
 #[derive(Debug, Clone)]
 pub struct Suppression {
-    /// Each named rule with its span inside the comment.
-    pub rules: Vec<(String, Sp)>,
+    /// Each named rule with its span inside the comment, and what to delete to drop it from
+    /// the list (the name and one comma and the spaces beside it).
+    pub rules: Vec<(String, Sp, Sp)>,
     /// The whole comment.
     pub sp: Sp,
+    /// What to delete to remove the comment: its whole line when it stands alone, else the
+    /// comment and the spaces before it.
+    pub removal: Sp,
     pub first_line: u32,
     pub last_line: u32,
 }
@@ -87,21 +91,37 @@ pub fn scan(text: &str, items: &[(u32, u32, u32)]) -> Vec<Suppression> {
             end_line,
             end_col: col_of(cm.end),
         };
-        let rules: Vec<(String, Sp)> = rules
-            .into_iter()
-            .map(|(name, at)| {
-                let at_line = line_of(at);
-                let sp = Sp {
-                    line: at_line,
-                    col: col_of(at),
-                    end_line: at_line,
-                    end_col: col_of(at + name.len()),
+        let sp_of = |a: usize, b: usize| Sp {
+            line: line_of(a),
+            col: col_of(a),
+            end_line: line_of(b),
+            end_col: col_of(b),
+        };
+        let starts: Vec<usize> = rules.iter().map(|(_, at)| *at).collect();
+        let rules: Vec<(String, Sp, Sp)> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, (name, at))| {
+                let end = at + name.len();
+                // Up to the next name, or from the end of the previous one.
+                let drop = match (starts.get(i + 1), i.checked_sub(1)) {
+                    (Some(next), _) => sp_of(*at, *next),
+                    (None, Some(prev)) => sp_of(starts[prev] + rules[prev].0.len(), end),
+                    (None, None) => sp_of(*at, end),
                 };
-                (name, sp)
+                (name.clone(), sp_of(*at, end), drop)
             })
             .collect();
         let line_start = line_starts[line as usize - 1];
         let own_line = text[line_start..cm.start].trim().is_empty();
+        let line_end = text[cm.end..].find('\n').map_or(text.len(), |n| cm.end + n);
+        let removal = if own_line && text[cm.end..line_end].trim().is_empty() {
+            // The whole line, with its line break.
+            sp_of(line_start, (line_end + 1).min(text.len()))
+        } else {
+            let before = text[line_start..cm.start].trim_end().len() + line_start;
+            sp_of(before, cm.end)
+        };
         let (first_line, last_line) = if cm.inner_doc || (line == 1 && own_line) {
             (1, u32::MAX)
         } else if !own_line {
@@ -125,6 +145,7 @@ pub fn scan(text: &str, items: &[(u32, u32, u32)]) -> Vec<Suppression> {
         out.push(Suppression {
             rules,
             sp,
+            removal,
             first_line,
             last_line,
         });
@@ -185,7 +206,7 @@ pub(crate) fn apply(
             if !s.covers(line) {
                 continue;
             }
-            for (ri, (rule, _)) in s.rules.iter().enumerate() {
+            for (ri, (rule, _, _)) in s.rules.iter().enumerate() {
                 if rule == d.rule {
                     used[fi][si][ri] = true;
                     keep = false;
@@ -199,10 +220,11 @@ pub(crate) fn apply(
     }
     for (fi, f) in files.iter().enumerate() {
         for (si, s) in f.suppressions.iter().enumerate() {
-            for (ri, (rule, rule_sp)) in s.rules.iter().enumerate() {
+            for (ri, (rule, rule_sp, drop)) in s.rules.iter().enumerate() {
                 if used[fi][si][ri] {
                     continue;
                 }
+                let known = registry::find(rule).is_some();
                 let message = match registry::find(rule) {
                     None => format!("unknown rule `{rule}` in `staleguard: allow(..)`"),
                     Some(_) if rule == "parse-error" || rule == "unused-suppression" => {
@@ -211,8 +233,15 @@ pub(crate) fn apply(
                     Some(_) if !enabled(rule) => continue,
                     Some(_) => format!("`allow({rule})` suppresses nothing"),
                 };
-                // One rule named: the whole comment; several: the unused rule's name.
+                // One rule named: the whole comment; several: the unused rule's name. The fix
+                // removes the comment when no rule of it is used, else the rule from the list.
                 let sp = if s.rules.len() == 1 { s.sp } else { *rule_sp };
+                let all_unused = used[fi][si].iter().all(|u| !u);
+                let (fix, removal) = if all_unused {
+                    ("remove the comment", s.removal)
+                } else {
+                    ("remove the rule from the list", *drop)
+                };
                 out.push(Diagnostic {
                     rule: "unused-suppression",
                     level: Level::Warning,
@@ -228,6 +257,19 @@ pub(crate) fn apply(
                     }),
                     notes: Vec::new(),
                     function: None,
+                    suggestions: vec![Suggestion {
+                        message: fix.to_string(),
+                        // An unknown name may be a typo of the rule meant: a person decides.
+                        applicability: if known {
+                            Applicability::MachineApplicable
+                        } else {
+                            Applicability::MaybeIncorrect
+                        },
+                        edits: vec![Edit {
+                            span: to_span(&f.path, &f.lines, removal),
+                            replacement: String::new(),
+                        }],
+                    }],
                 });
             }
         }
@@ -244,7 +286,7 @@ mod tests {
             .into_iter()
             .map(|s| {
                 (
-                    s.rules.into_iter().map(|(r, _)| r).collect(),
+                    s.rules.into_iter().map(|(r, _, _)| r).collect(),
                     s.first_line,
                     s.last_line,
                 )
