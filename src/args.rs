@@ -175,8 +175,12 @@ pub struct CheckArgs {
 
     /// Write a `// staleguard: allow(RULE) -- TODO` comment above every finding (adoption),
     /// then report what is left
-    #[arg(long, help_heading = "Adoption")]
+    #[arg(long, conflicts_with = "fix", help_heading = "Adoption")]
     pub add_suppressions: bool,
+
+    /// Apply the machine-applicable fixes to the files, then report what is left
+    #[arg(long, help_heading = "Adoption")]
+    pub fix: bool,
 
     /// Print only the findings (no summary line, no warnings about the run)
     #[arg(short, long, conflicts_with = "verbose", help_heading = "Output")]

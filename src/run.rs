@@ -138,20 +138,30 @@ fn check(settings: &Settings) -> u8 {
         outcome.errors.iter().for_each(show_error);
         return io_result(written, code);
     }
-    if settings.add_suppressions {
-        // Files with read or parse errors are left alone; what is left is reported below.
-        let edited = match edit::add_suppressions(&outcome) {
+    if settings.add_suppressions || settings.fix {
+        // Files with read or parse errors are left alone; what is left is reported by a second
+        // run over the edited files.
+        let (edited, what) = if settings.fix {
+            (edit::fix(&outcome), "fix(es) applied")
+        } else {
+            (
+                edit::add_suppressions(&outcome),
+                "suppression comment(s) added",
+            )
+        };
+        let edited = match edited {
             Ok(edited) => edited,
             Err(message) => return tool_error(&message),
         };
         if !settings.quiet {
             eprintln!(
-                "staleguard: added {} suppression comment(s) in {} file(s)",
+                "staleguard: {} {what} in {} file(s)",
                 edited.edits, edited.files
             );
         }
         let mut again = settings.clone();
         again.add_suppressions = false;
+        again.fix = false;
         return check(&again);
     }
     outcome.errors.iter().for_each(show_error);

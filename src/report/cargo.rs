@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use serde_json::{Value, json};
-use staleguard_rules::{Level, Span};
+use staleguard_rules::{Applicability, Level, Span};
 
 use super::{Report, doc_note, human};
 use crate::analyze::Finding;
@@ -49,6 +49,24 @@ pub fn render(report: &Report, ansi: bool, out: &mut dyn Write) -> io::Result<()
             .collect();
         if let Some(help) = &d.help {
             children.push(child("help", help));
+        }
+        for s in &d.suggestions {
+            // As rustc: a `help` child whose spans carry the replacement.
+            let mut help = child("help", &s.message);
+            help["spans"] = s
+                .edits
+                .iter()
+                .map(|e| {
+                    let mut v = span(&e.span, true, None, &mut text_of);
+                    v["suggested_replacement"] = json!(e.replacement);
+                    v["suggestion_applicability"] = json!(match s.applicability {
+                        Applicability::MachineApplicable => "MachineApplicable",
+                        Applicability::MaybeIncorrect => "MaybeIncorrect",
+                    });
+                    v
+                })
+                .collect();
+            children.push(help);
         }
         children.push(child("note", &doc_note(d.rule)));
         let message = json!({

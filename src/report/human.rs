@@ -10,7 +10,7 @@ use codespan_reporting::term::termcolor::Buffer;
 use codespan_reporting::term::{self, Config};
 use staleguard_rules::Level;
 
-use super::{Report, doc_note, write_summary};
+use super::{Report, doc_note, suggestion_line, write_summary};
 use crate::analyze::Finding;
 
 pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
@@ -118,6 +118,9 @@ fn diagnostic(report: &Report, finding: &Finding, files: &mut Files) -> Diagnost
         .collect();
     if let Some(help) = &d.help {
         notes.push(format!("help: {help}"));
+    }
+    for s in &d.suggestions {
+        notes.push(format!("fix: {}", suggestion_line(s)));
     }
     notes.push(format!("note: {}", doc_note(d.rule)));
     out = out.with_labels(labels).with_notes(notes);

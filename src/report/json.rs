@@ -36,6 +36,16 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 "help": d.help,
                 "notes": d.notes.iter().map(|n| report.text(f, n)).collect::<Vec<_>>(),
                 "help_uri": help_uri(d.rule),
+                "suggestions": d.suggestions.iter().map(|s| json!({
+                    "message": s.message,
+                    "applicability": s.applicability.as_str(),
+                    "edits": s.edits.iter().map(|e| {
+                        let mut v = span(report, f, &e.span);
+                        v["byte_range"] = json!([e.span.byte_start, e.span.byte_end]);
+                        v["replacement"] = json!(e.replacement);
+                        v
+                    }).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
                 "function": d.function,
                 "fingerprint": f.fingerprint,
             })

@@ -192,6 +192,18 @@ pub fn summary_line(report: &Report) -> String {
     line
 }
 
+/// A suggestion as one line: what it does and how sure it is.
+pub fn suggestion_line(s: &staleguard_rules::Suggestion) -> String {
+    match s.applicability {
+        staleguard_rules::Applicability::MachineApplicable => {
+            format!("{} (machine-applicable: `--fix` applies it)", s.message)
+        }
+        staleguard_rules::Applicability::MaybeIncorrect => {
+            format!("{} (maybe-incorrect: check it before applying)", s.message)
+        }
+    }
+}
+
 /// The pointer to a rule's documentation shown with each finding.
 pub fn doc_note(rule: &str) -> String {
     format!("for more information, run `cargo staleguard explain {rule}`")

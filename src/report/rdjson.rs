@@ -21,6 +21,9 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         if let Some(help) = &d.help {
             message.push_str(&format!("\nhelp: {help}"));
         }
+        for s in &d.suggestions {
+            message.push_str(&format!("\nfix: {}", super::suggestion_line(s)));
+        }
         let mut code = json!({ "value": d.rule });
         if let Some(url) = help_uri(d.rule) {
             code["url"] = json!(url);
@@ -94,7 +97,13 @@ fn range(f: &Finding, span: &Span) -> Value {
     })
 }
 
-/// The finding's suggested edits, in reviewdog's form (none yet without fixes).
-fn suggestions(_report: &Report, _f: &Finding) -> Vec<Value> {
-    Vec::new()
+/// The finding's suggested edits, in reviewdog's form (the applicability is in the message:
+/// the format has no field for it).
+fn suggestions(_report: &Report, f: &Finding) -> Vec<Value> {
+    f.diag
+        .suggestions
+        .iter()
+        .flat_map(|s| &s.edits)
+        .map(|e| json!({ "range": range(f, &e.span), "text": e.replacement }))
+        .collect()
 }

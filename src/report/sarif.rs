@@ -158,6 +158,39 @@ fn result(report: &Report, f: &Finding) -> Value {
     if let Some(index) = registry::all().iter().position(|r| r.name == d.rule) {
         result["ruleIndex"] = json!(index);
     }
+    if !d.suggestions.is_empty() {
+        result["fixes"] = d
+            .suggestions
+            .iter()
+            .map(|s| {
+                let changes: Vec<Value> = s
+                    .edits
+                    .iter()
+                    .map(|e| {
+                        let at = physical(report, f, &e.span);
+                        let mut region = at["region"].clone();
+                        // An insertion: an empty region at its position.
+                        if e.span.byte_start == e.span.byte_end {
+                            region["endLine"] = region["startLine"].clone();
+                            region["endColumn"] = region["startColumn"].clone();
+                        }
+                        json!({
+                            "artifactLocation": at["artifactLocation"],
+                            "replacements": [{
+                                "deletedRegion": region,
+                                "insertedContent": { "text": e.replacement },
+                            }],
+                        })
+                    })
+                    .collect();
+                json!({
+                    "description": { "text": super::suggestion_line(s) },
+                    "artifactChanges": changes,
+                    "properties": { "applicability": s.applicability.as_str() },
+                })
+            })
+            .collect();
+    }
     if !d.labels.is_empty() {
         result["relatedLocations"] = d
             .labels

@@ -266,12 +266,18 @@ fn add_suppressions_writes_a_reasoned_comment_above_every_finding() {
     let run = p.run(&["--add-suppressions", "--format", "json"]);
     run.code(0);
     assert!(
-        run.stderr.contains("added 1 suppression comment(s) in 1 file(s)"),
+        run.stderr
+            .contains("staleguard: 1 suppression comment(s) added in 1 file(s)"),
         "{}",
         run.stderr
     );
     // Nothing is left, and nothing added is unused.
-    assert_eq!(run.json()["findings"].as_array().unwrap().len(), 0, "{}", run.stdout);
+    assert_eq!(
+        run.json()["findings"].as_array().unwrap().len(),
+        0,
+        "{}",
+        run.stdout
+    );
     let text = p.read("src/ship.rs");
     let line = text
         .lines()
@@ -284,9 +290,16 @@ fn add_suppressions_writes_a_reasoned_comment_above_every_finding() {
         .skip_while(|l| !l.contains("staleguard: allow("))
         .nth(1)
         .unwrap();
-    assert!(next.trim_start().starts_with("sqlx::query(\"UPDATE orders"), "{next}");
+    assert!(
+        next.trim_start().starts_with("sqlx::query(\"UPDATE orders"),
+        "{next}"
+    );
     // The file still parses and a second run has nothing to add.
     let again = p.run(&["--add-suppressions"]);
     again.code(0);
-    assert!(again.stderr.contains("added 0 suppression"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("0 suppression comment(s) added"),
+        "{}",
+        again.stderr
+    );
 }

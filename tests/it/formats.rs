@@ -34,7 +34,7 @@ fn sarif_schema() -> jsonschema::Validator {
         .expect("the schema compiles")
 }
 
-fn assert_valid_sarif(sarif: &Value) {
+pub fn assert_valid_sarif(sarif: &Value) {
     let validator = sarif_schema();
     let errors: Vec<String> = validator
         .iter_errors(sarif)

@@ -8,6 +8,7 @@ mod cli_rules;
 mod conventions;
 mod diff;
 mod editors;
+mod fixes;
 mod formats;
 mod readme;
 mod schema;
