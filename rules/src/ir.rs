@@ -372,6 +372,10 @@ pub struct ArgExtra {
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<Name>,
     pub lit: Option<StructLit>,
+    /// For an argument that is a SQL string literal, where text appended to the statement goes:
+    /// an empty span just before the closing quote (`None` when the statement ends in a `;`,
+    /// whitespace or an escape, where appending is not that simple).
+    pub sql_end: Option<Sp>,
 }
 
 impl ArgExtra {
