@@ -154,3 +154,68 @@ fn every_format_carries_the_applicability() {
     assert!(seen.contains(&(Some(String::new()), Some(Applicability::MachineApplicable))));
     assert!(seen.contains(&(Some(String::new()), Some(Applicability::MaybeIncorrect))));
 }
+
+/// A plain `SELECT` read inside the transaction, tested, then the row updated.
+const READ_THEN_UPDATE: &str = r#"//! Payments.
+
+pub async fn pay(db: &sqlx::PgPool, id: i64) -> Result<(), sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if status != "pending" {
+        return Ok(());
+    }
+    sqlx::query("UPDATE orders SET status = 'paid' WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+"#;
+
+#[test]
+fn a_plain_select_in_the_transaction_gains_for_update() {
+    let p = Project::package("shop");
+    p.write("src/lib.rs", READ_THEN_UPDATE);
+    let json = p.run(&["--format", "json"]).json();
+    let f = &json["findings"][0];
+    assert_eq!(f["rule"], "check-before-lock", "{json:#}");
+    assert_eq!(f["suggestions"][0]["applicability"], "machine-applicable");
+    let run = p.run(&["--fix", "--format", "json"]);
+    run.code(0);
+    assert!(
+        run.stderr.contains("1 fix(es) applied in 1 file(s)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.json()["findings"].as_array().unwrap().len(),
+        0,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        p.read("src/lib.rs"),
+        READ_THEN_UPDATE.replace(
+            "WHERE id = $1\")\n        .bind(id)\n        .fetch_one",
+            "WHERE id = $1 FOR UPDATE\")\n        .bind(id)\n        .fetch_one"
+        )
+    );
+
+    // SQLite has no `FOR UPDATE`: there the fix is for a person to judge.
+    let sqlite = Project::package("shop");
+    sqlite.write(
+        "src/lib.rs",
+        &READ_THEN_UPDATE.replace("sqlx::PgPool", "sqlx::SqlitePool"),
+    );
+    let json = sqlite.run(&["--format", "json"]).json();
+    assert_eq!(
+        json["findings"][0]["suggestions"][0]["applicability"], "maybe-incorrect",
+        "{json:#}"
+    );
+    let run = sqlite.run(&["--fix"]);
+    run.code(1);
+    assert!(!sqlite.read("src/lib.rs").contains("FOR UPDATE"));
+}
