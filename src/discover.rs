@@ -273,56 +273,30 @@ fn workspace(
     let ws_exclude = workspace_exclude(&config, &root);
     let target_dir: PathBuf = metadata.target_directory.clone().into();
 
-    let mut packages = Vec::new();
     let mut crates = Vec::new();
-    let mut files = Vec::new();
-    let mut seen = HashSet::new();
-    let mut problems = Vec::new();
+    let mut acc = Collected::default();
     // Every member is read, so facts cross crates; only the selected ones are reported.
     for (index, package) in members.iter().enumerate() {
         let manifest_path = package.manifest_path.as_std_path();
         let dir = manifest_path.parent().unwrap_or(&root).to_path_buf();
-        let package_config =
-            config::load(manifest_path, Section::PackageMetadata).map_err(fatal)?;
-        let pkg_exclude = package_config
-            .as_ref()
-            .map(|c| Exclude::new(&dir, &c.exclude));
-        let mut excludes = vec![&ws_exclude];
-        if let Some(e) = &pkg_exclude {
-            excludes.push(e);
-        }
-        let first = files.len();
-        walk(
-            &dir,
+        walk_package(
+            &mut acc,
             &root,
-            true,
-            false,
-            Some(&target_dir),
-            &excludes,
-            &mut seen,
-            &mut files,
-            &mut problems,
-        );
-        notices.extend(sort_out(problems.drain(..), &root, &mut seen, &mut files));
-        for f in &mut files[first..] {
-            f.krate = Some(index);
-        }
+            &target_dir,
+            &ws_exclude,
+            manifest_path,
+            index,
+        )?;
+        let (files, seen) = (&mut acc.files, &mut acc.seen);
         // A target root outside the package directory (`[lib] path = "../shared/lib.rs"`).
         for target in &package.targets {
             let src = target.src_path.as_std_path();
             if !src.starts_with(&dir) && src.is_file() {
-                push_file(src, &root, &mut seen, &mut files);
+                push_file(src, &root, seen, files);
                 if let Some(f) = files.last_mut().filter(|f| f.krate.is_none()) {
                     f.krate = Some(index);
                 }
             }
-        }
-        if let Some(c) = package_config {
-            let mut prefix = relative(&dir, &root);
-            if !prefix.is_empty() {
-                prefix.push('/');
-            }
-            packages.push(PackageScope { prefix, config: c });
         }
         crates.push(Crate {
             id: package.id.repr.clone(),
@@ -350,16 +324,17 @@ fn workspace(
         true,
         Some(&target_dir),
         &[&ws_exclude],
-        &mut seen,
-        &mut files,
+        &mut acc.seen,
+        &mut acc.files,
         &mut Vec::new(),
     );
+    notices.append(&mut acc.notices);
     Ok(Unit {
         root,
         config,
-        packages,
+        packages: acc.packages,
         crates,
-        files,
+        files: acc.files,
         fallback: warning,
         notices,
     })
@@ -564,10 +539,7 @@ fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Uni
     }
     manifests.sort();
     let mut crates = Vec::new();
-    let mut packages = Vec::new();
-    let mut files = Vec::new();
-    let mut seen = HashSet::new();
-    let mut problems = Vec::new();
+    let mut acc = Collected::default();
     for manifest in manifests {
         let Some(table) = std::fs::read_to_string(&manifest)
             .ok()
@@ -583,38 +555,14 @@ fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Uni
             continue;
         };
         let dir = manifest.parent().unwrap_or(&root).to_path_buf();
-        let package_config = config::load(&manifest, Section::PackageMetadata).map_err(fatal)?;
-        let pkg_exclude = package_config
-            .as_ref()
-            .map(|c| Exclude::new(&dir, &c.exclude));
-        let mut excludes = vec![&exclude];
-        if let Some(e) = &pkg_exclude {
-            excludes.push(e);
-        }
-        let first = files.len();
-        walk(
-            &dir,
+        walk_package(
+            &mut acc,
             &root,
-            true,
-            false,
-            Some(&target_dir),
-            &excludes,
-            &mut seen,
-            &mut files,
-            &mut problems,
-        );
-        let index = crates.len();
-        notices.extend(sort_out(problems.drain(..), &root, &mut seen, &mut files));
-        for f in &mut files[first..] {
-            f.krate = Some(index);
-        }
-        if let Some(c) = package_config {
-            let mut prefix = relative(&dir, &root);
-            if !prefix.is_empty() {
-                prefix.push('/');
-            }
-            packages.push(PackageScope { prefix, config: c });
-        }
+            &target_dir,
+            &exclude,
+            &manifest,
+            crates.len(),
+        )?;
         let edition = table
             .get("package")
             .and_then(|p| p.get("edition"))
@@ -635,19 +583,77 @@ fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Uni
         true,
         Some(&target_dir),
         &[&exclude],
-        &mut seen,
-        &mut files,
+        &mut acc.seen,
+        &mut acc.files,
         &mut Vec::new(),
     );
+    notices.append(&mut acc.notices);
     Ok(Unit {
         root,
         config,
-        packages,
+        packages: acc.packages,
         crates,
-        files,
+        files: acc.files,
         fallback: Some(why),
         notices,
     })
+}
+
+/// What the package walks of a workspace collect.
+#[derive(Default)]
+struct Collected {
+    files: Vec<SourcePath>,
+    seen: HashSet<PathBuf>,
+    notices: Vec<InputError>,
+    packages: Vec<PackageScope>,
+}
+
+/// Walks one package's directory (nested packages and the target directory skipped, the
+/// workspace's and the package's excludes applied): its files, marked with the package's
+/// `index`, its walk problems sorted out, its own configuration.
+fn walk_package(
+    acc: &mut Collected,
+    root: &Path,
+    target_dir: &Path,
+    ws_exclude: &Exclude,
+    manifest: &Path,
+    index: usize,
+) -> Result<(), WorkspaceError> {
+    let dir = manifest.parent().unwrap_or(root).to_path_buf();
+    let package_config = config::load(manifest, Section::PackageMetadata).map_err(fatal)?;
+    let pkg_exclude = package_config
+        .as_ref()
+        .map(|c| Exclude::new(&dir, &c.exclude));
+    let mut excludes = vec![ws_exclude];
+    if let Some(e) = &pkg_exclude {
+        excludes.push(e);
+    }
+    let first = acc.files.len();
+    let mut problems = Vec::new();
+    walk(
+        &dir,
+        root,
+        true,
+        false,
+        Some(target_dir),
+        &excludes,
+        &mut acc.seen,
+        &mut acc.files,
+        &mut problems,
+    );
+    let sorted = sort_out(problems.into_iter(), root, &mut acc.seen, &mut acc.files);
+    acc.notices.extend(sorted);
+    for f in &mut acc.files[first..] {
+        f.krate = Some(index);
+    }
+    if let Some(c) = package_config {
+        let mut prefix = relative(&dir, root);
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        acc.packages.push(PackageScope { prefix, config: c });
+    }
+    Ok(())
 }
 
 /// The targets of a package as cargo infers them, plus those its manifest names by `path`.

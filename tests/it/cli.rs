@@ -11,6 +11,15 @@ use staleguard_rules::registry;
 use crate::schema;
 use crate::support::{BROKEN, CLEAN, Project, Run, bin, hermetic, lib_with, repo_root};
 
+/// The files of a `--format short` run's findings, in order.
+fn files(run: &Run) -> Vec<String> {
+    run.stdout
+        .lines()
+        .filter(|l| !l.starts_with("staleguard: "))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect()
+}
+
 fn occurrences(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
@@ -468,13 +477,6 @@ fn packages_are_selected_as_in_cargo() {
         );
         p.write(&format!("{name}/src/lib.rs"), BROKEN);
     }
-    let files = |run: &Run| -> Vec<String> {
-        run.stdout
-            .lines()
-            .filter(|l| !l.starts_with("staleguard: "))
-            .map(|l| l.split(':').next().unwrap().to_string())
-            .collect()
-    };
     let all = p.run(&["--format", "short"]);
     assert_eq!(files(&all), ["alpha/src/lib.rs", "beta/src/lib.rs"]);
     let one = p.run(&["--format", "short", "-p", "beta"]);
@@ -719,13 +721,6 @@ fn a_member_directory_lints_its_package_and_workspace_lints_all() {
                 .args(["--format", "short"])
                 .args(args),
         )
-    };
-    let files = |run: &Run| -> Vec<String> {
-        run.stdout
-            .lines()
-            .filter(|l| !l.starts_with("staleguard: "))
-            .map(|l| l.split(':').next().unwrap().to_string())
-            .collect()
     };
     // As `cargo clippy`: the current package only.
     let run = in_alpha(&[]);

@@ -7,39 +7,24 @@ use serde_json::Value;
 use crate::support::{CLEAN, Project, repo_root};
 
 /// The fenced blocks of `lang` under the Markdown heading `heading` (up to the next heading of
-/// the same level).
+/// the same level or above).
 pub fn blocks_under(markdown: &str, heading: &str, lang: &str) -> Vec<String> {
     let level = heading.chars().take_while(|c| *c == '#').count();
-    let mut out = Vec::new();
-    let mut inside = false;
-    let mut cur: Option<String> = None;
-    for line in markdown.lines() {
-        if cur.is_none() && line.starts_with('#') {
-            let this = line.chars().take_while(|c| *c == '#').count();
-            if line.trim_end() == heading {
-                inside = true;
-                continue;
-            } else if this <= level {
-                inside = false;
+    let Some(start) = markdown.lines().position(|l| l.trim_end() == heading) else {
+        return Vec::new();
+    };
+    let mut in_code = false;
+    let section: Vec<&str> = markdown
+        .lines()
+        .skip(start + 1)
+        .take_while(|l| {
+            if l.trim_start().starts_with("```") {
+                in_code = !in_code;
             }
-        }
-        if !inside {
-            continue;
-        }
-        match &mut cur {
-            None if line.trim_start() == format!("```{lang}") => cur = Some(String::new()),
-            Some(block) if line.trim_start().starts_with("```") => {
-                out.push(std::mem::take(block));
-                cur = None;
-            }
-            Some(block) => {
-                block.push_str(line);
-                block.push('\n');
-            }
-            None => {}
-        }
-    }
-    out
+            in_code || !l.starts_with('#') || l.chars().take_while(|c| *c == '#').count() > level
+        })
+        .collect();
+    fenced(&section.join("\n"), lang)
 }
 
 fn readme() -> String {
