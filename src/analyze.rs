@@ -90,7 +90,7 @@ pub fn run(
         let lowered_in = started.elapsed();
         let owners = owners(unit, &results);
         let mut lowered = Vec::with_capacity(results.len());
-        // The files reported on (the selected packages'), each with its target.
+        // The files linted, each with its target.
         let mut scope: HashMap<String, Option<Arc<Origin>>> = HashMap::new();
         for ((result, file), owner) in results.into_iter().zip(&unit.files).zip(owners) {
             if file.is_schema() {
@@ -100,26 +100,17 @@ pub fn run(
             }
             let Some(origin) = owner else {
                 // No target compiles it: not linted, and nothing about it is an error.
-                let selected = file.krate.is_none_or(|k| unit.crates[k].selected);
-                if selected {
-                    outcome.unreached.push(file.abs.clone());
-                }
+                outcome.unreached.push(file.abs.clone());
                 continue;
             };
-            let selected = origin
-                .as_ref()
-                .is_none_or(|o| unit.crates[o.krate].selected);
             match result {
                 Ok(f) => {
                     lowered.push(f);
-                    if selected {
-                        outcome.files += 1;
-                        outcome.linted.push(file.abs.clone());
-                        scope.insert(file.rel.clone(), origin.map(|o| Arc::new(o.describe(unit))));
-                    }
+                    outcome.files += 1;
+                    outcome.linted.push(file.abs.clone());
+                    scope.insert(file.rel.clone(), origin.map(|o| Arc::new(o.describe(unit))));
                 }
-                Err(e) if selected => errors.push(e),
-                Err(_) => {}
+                Err(e) => errors.push(e),
             }
         }
         let levels = Levels { settings, unit };

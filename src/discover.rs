@@ -42,8 +42,6 @@ pub struct Crate {
     /// cargo's package id.
     pub id: String,
     pub manifest: PathBuf,
-    /// Reported (the current package, `-p`, or all of them); the others only bring facts.
-    pub selected: bool,
     pub targets: Vec<TargetRoot>,
 }
 
@@ -275,8 +273,14 @@ fn workspace(
 
     let mut crates = Vec::new();
     let mut acc = Collected::default();
-    // Every member is read, so facts cross crates; only the selected ones are reported.
-    for (index, package) in members.iter().enumerate() {
+    // Only the selected members are read: the analyzer sees the files it is given as one crate,
+    // and a member's dependency read as the same crate would blur what resolves to what.
+    let selected_members = members
+        .iter()
+        .zip(&selected)
+        .filter(|(_, s)| **s)
+        .map(|(p, _)| *p);
+    for (index, package) in selected_members.enumerate() {
         let manifest_path = package.manifest_path.as_std_path();
         let dir = manifest_path.parent().unwrap_or(&root).to_path_buf();
         walk_package(
@@ -301,7 +305,6 @@ fn workspace(
         crates.push(Crate {
             id: package.id.repr.clone(),
             manifest: manifest_path.to_path_buf(),
-            selected: selected[index],
             targets: package
                 .targets
                 .iter()
@@ -572,7 +575,6 @@ fn directory_unit(settings: &Settings, root: PathBuf, why: String) -> Result<Uni
         crates.push(Crate {
             id: format!("path+file://{}#{name}", dir.display()),
             manifest: manifest.clone(),
-            selected: true,
             targets: inferred_targets(&dir, name, &table, &edition),
         });
     }

@@ -40,17 +40,7 @@ pub fn settings(
             writeln!(out, "  exclude: {}", unit.config.exclude.join(", "))?;
         }
         for c in &unit.crates {
-            writeln!(
-                out,
-                "  package {} ({}){}",
-                c.id,
-                c.manifest.display(),
-                if c.selected {
-                    ""
-                } else {
-                    ": read, not reported"
-                }
-            )?;
+            writeln!(out, "  package {} ({})", c.id, c.manifest.display())?;
         }
         for p in &unit.packages {
             writeln!(
@@ -154,12 +144,10 @@ pub fn files(outcome: &Outcome, paths: &Paths, out: &mut dyn Write) -> io::Resul
 pub fn verbose(units: &[Unit], paths: &Paths) {
     eprintln!("staleguard: paths relative to {}", paths.base.display());
     for unit in units {
-        let selected = unit.crates.iter().filter(|c| c.selected).count();
         eprintln!(
-            "staleguard: {} ({} packages, {} reported; configuration: {}; {} candidate files)",
+            "staleguard: {} ({} packages; configuration: {}; {} candidate files)",
             unit.root.display(),
             unit.crates.len(),
-            selected,
             source(&unit.config),
             unit.files.len()
         );

@@ -321,24 +321,22 @@ pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
     assert_eq!(found[0]["file"], "crates/api/src/lib.rs");
     assert!(fn_lines(api, "ship").contains(&found[0]["start"]["line"].as_u64().unwrap()));
 
-    // From the api package's directory only api is reported, but store's facts still count.
-    let api_only = Run::of(
-        bin()
-            .current_dir(p.path("crates/api"))
-            .args(["--format", "json"]),
-    );
-    api_only.code(1);
-    let json = api_only.json();
-    assert_eq!(rules(&json), ["check-before-lock"], "{json:#}");
-    assert_eq!(json["summary"]["files"], 2, "api's files only: {json:#}");
-    // From store's, nothing of api is reported.
-    let store_only = Run::of(
-        bin()
-            .current_dir(p.path("crates/store"))
-            .args(["--format", "json"]),
-    );
-    store_only.code(0);
-    assert_eq!(store_only.json()["summary"]["files"], 1);
+    // From a member's directory only that package is read, as cargo does: the facts of store
+    // are not there, and `--workspace` brings them back.
+    let in_api = |args: &[&str]| {
+        Run::of(
+            bin()
+                .current_dir(p.path("crates/api"))
+                .args(["--format", "json"])
+                .args(args),
+        )
+    };
+    let api_only = in_api(&[]);
+    api_only.code(0);
+    assert_eq!(api_only.json()["summary"]["files"], 2, "api's files only");
+    let whole = in_api(&["--workspace"]);
+    whole.code(1);
+    assert_eq!(rules(&whole.json()), ["check-before-lock"]);
 }
 
 /// A check-before-lock hazard: order status read and tested on the pool, then a transaction
