@@ -2,15 +2,18 @@
 //! once, applies configured levels and the baseline.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use staleguard_rules::{Analyzer, Diagnostic, Knowledge, Level, LoweredFile, registry};
 
+use crate::args::LevelFlag;
 use crate::baseline::{self, Baseline};
 use crate::config::Config;
-use crate::discover::{InputError, PackageScope, SourcePath, Unit};
+use crate::diff::Changed;
+use crate::discover::{InputError, PackageScope, SourcePath, TargetRoot, Unit};
+use crate::modtree;
 use crate::settings::Settings;
 
 /// Worker threads get a large stack: deeply nested expressions recurse deeply in `syn`.
@@ -26,6 +29,16 @@ pub struct Finding {
     pub source: Option<Arc<str>>,
     /// The unit root the finding's paths are relative to.
     pub root: Option<Arc<Path>>,
+    /// The package and target whose module tree holds the file (Cargo workspaces only).
+    pub origin: Option<Arc<Origin>>,
+}
+
+/// The package and target a file is compiled in.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub package_id: String,
+    pub manifest: PathBuf,
+    pub target: TargetRoot,
 }
 
 impl Finding {
@@ -40,9 +53,16 @@ impl Finding {
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub errors: Vec<InputError>,
+    /// Rust files linted.
     pub files: usize,
+    /// Their paths.
+    pub linted: Vec<PathBuf>,
+    /// Rust files of the selected packages that no target's module tree reaches: not linted.
+    pub unreached: Vec<PathBuf>,
     /// Findings hidden by the baseline.
     pub baselined: usize,
+    /// Findings hidden by `--diff-base` (not on an added or changed line).
+    pub outside_diff: usize,
 }
 
 /// Analyzes every unit. Fails only when the thread pool cannot start or the baseline is bad.
@@ -50,6 +70,7 @@ pub fn run(
     settings: &Settings,
     units: &[Unit],
     mut errors: Vec<InputError>,
+    changed: Option<&Changed>,
 ) -> Result<Outcome, String> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.jobs.unwrap_or(0))
@@ -67,15 +88,31 @@ pub fn run(
         let results: Vec<Result<LoweredFile, InputError>> =
             pool.install(|| unit.files.par_iter().map(|f| lower(&analyzer, f)).collect());
         let lowered_in = started.elapsed();
+        let owners = owners(unit, &results);
         let mut lowered = Vec::with_capacity(results.len());
-        for result in results {
+        // The files linted, each with its target.
+        let mut scope: HashMap<String, Option<Arc<Origin>>> = HashMap::new();
+        for ((result, file), owner) in results.into_iter().zip(&unit.files).zip(owners) {
+            if file.is_schema() {
+                // Schema files only bring facts.
+                lowered.extend(result.ok());
+                continue;
+            }
+            let Some(origin) = owner else {
+                // No target compiles it: not linted, and nothing about it is an error.
+                outcome.unreached.push(file.abs.clone());
+                continue;
+            };
             match result {
-                Ok(file) => lowered.push(file),
+                Ok(f) => {
+                    lowered.push(f);
+                    outcome.files += 1;
+                    outcome.linted.push(file.abs.clone());
+                    scope.insert(file.rel.clone(), origin.map(|o| Arc::new(o.describe(unit))));
+                }
                 Err(e) => errors.push(e),
             }
         }
-        // Files linted: the Rust files (schema files only bring facts).
-        outcome.files += lowered.iter().filter(|f| !f.is_schema()).count();
         let levels = Levels { settings, unit };
         let started = std::time::Instant::now();
         // On the pool: with one job the check runs on the thread (and allocator arena) that
@@ -94,9 +131,19 @@ pub fn run(
         pool.install(|| lowered.into_par_iter().for_each(drop));
         let mut texts: HashMap<String, Option<Arc<str>>> = HashMap::new();
         for diag in diagnostics {
+            let Some(origin) = scope.get(&diag.primary.file) else {
+                continue;
+            };
             let Some(level) = levels.level(&diag) else {
                 continue;
             };
+            if let Some(changed) = changed
+                && diag.rule != "parse-error"
+                && !changed.contains(&unit.root.join(&diag.primary.file), diag.primary.start.line)
+            {
+                outcome.outside_diff += 1;
+                continue;
+            }
             let source = texts
                 .entry(diag.primary.file.clone())
                 .or_insert_with(|| reread(unit, &diag.primary.file))
@@ -108,6 +155,7 @@ pub fn run(
                 fingerprint,
                 source,
                 root: Some(root.clone()),
+                origin: origin.clone(),
             });
         }
     }
@@ -121,6 +169,70 @@ pub fn run(
     }
     outcome.errors = errors;
     Ok(outcome)
+}
+
+/// A rule's level after the command line's `-D` / `-W` / `-A`, in order: a rule's own setting,
+/// or `warnings` for whatever is a warning at that point. Also says whether the command line
+/// set it.
+pub fn command_line(
+    levels: &[(LevelFlag, String)],
+    rule: &str,
+    mut level: Option<Level>,
+) -> (Option<Level>, bool) {
+    let mut set = false;
+    for (flag, name) in levels {
+        if name == rule || (name == "warnings" && level == Some(Level::Warning)) {
+            level = match flag {
+                LevelFlag::Deny => Some(Level::Error),
+                LevelFlag::Warn => Some(Level::Warning),
+                LevelFlag::Allow => None,
+            };
+            set = true;
+        }
+    }
+    (level, set)
+}
+
+/// A target of the unit, by package and target index.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    krate: usize,
+    target: usize,
+}
+
+impl Owner {
+    fn describe(self, unit: &Unit) -> Origin {
+        let c = &unit.crates[self.krate];
+        Origin {
+            package_id: c.id.clone(),
+            manifest: c.manifest.clone(),
+            target: c.targets[self.target].clone(),
+        }
+    }
+}
+
+/// Per file of the unit: `None` when no target's module tree reaches it, else the target that
+/// reaches it (`Some(None)` for plain paths, which are all linted).
+fn owners(unit: &Unit, results: &[Result<LoweredFile, InputError>]) -> Vec<Option<Option<Owner>>> {
+    if unit.crates.is_empty() {
+        return vec![Some(None); unit.files.len()];
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let files: Vec<PathBuf> = unit.files.iter().map(|f| canonical(&f.abs)).collect();
+    let mut roots = Vec::new();
+    let mut targets = Vec::new();
+    for (krate, c) in unit.crates.iter().enumerate() {
+        for (target, t) in c.targets.iter().enumerate() {
+            roots.push(canonical(&t.src_path));
+            targets.push(Owner { krate, target });
+        }
+    }
+    let reached = modtree::reach(&roots, &files, |i| {
+        results[i].as_ref().ok().map(LoweredFile::module_edges)
+    });
+    (0..unit.files.len())
+        .map(|i| reached.get(&i).map(|t| Some(targets[*t])))
+        .collect()
 }
 
 /// The text of a unit's file with findings, read again after checking (`None` when it can no
@@ -139,11 +251,11 @@ fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<LoweredFile, InputErr
         return Ok(analyzer.lower(&file.rel, &String::from_utf8_lossy(&bytes)));
     }
     let bytes = std::fs::read(&file.abs).map_err(|e| InputError {
-        path: file.rel.clone(),
+        path: file.abs.display().to_string(),
         message: format!("cannot read file: {e}"),
     })?;
     let text = String::from_utf8(bytes).map_err(|e| InputError {
-        path: file.rel.clone(),
+        path: file.abs.display().to_string(),
         message: format!(
             "file is not valid UTF-8 (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
@@ -183,12 +295,29 @@ impl Levels<'_> {
         registry::find(rule).map(|r| r.default_level)
     }
 
+    /// The last command-line setting of `rule` (not of `warnings`).
+    fn command_line_flag(&self, rule: &str) -> Option<LevelFlag> {
+        self.settings
+            .levels
+            .iter()
+            .rev()
+            .find(|(_, r)| r == rule)
+            .map(|(f, _)| *f)
+    }
+
     fn enabled(&self, rule: &str) -> bool {
         if rule == "parse-error" {
             return true;
         }
         if !self.selected(rule) {
             return false;
+        }
+        // On the command line, a later `-D`/`-W` turns a rule on; `-A` off (unless
+        // `-D warnings`-like settings could still raise it: they only act on warnings).
+        match self.command_line_flag(rule) {
+            Some(LevelFlag::Allow) => return false,
+            Some(_) => return true,
+            None => {}
         }
         let workspace =
             Self::from_config(&self.unit.config, rule).unwrap_or_else(|| Self::default_level(rule));
@@ -207,6 +336,11 @@ impl Levels<'_> {
         if !self.selected(diag.rule) {
             return None;
         }
+        command_line(&self.settings.levels, diag.rule, self.configured(diag)).0
+    }
+
+    /// The level from package config over workspace config over the rule's default.
+    fn configured(&self, diag: &Diagnostic) -> Option<Level> {
         let package: Option<&PackageScope> = self
             .unit
             .packages

@@ -34,13 +34,18 @@ pub struct Entry {
 /// whitespace-normalized text (the whole line's text when the span is empty).
 pub fn fingerprint(diag: &Diagnostic, text: Option<&str>) -> String {
     let snippet = text.map(|t| snippet(diag, t)).unwrap_or_default();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [
+    fnv(&[
         diag.rule,
         diag.primary.file.as_str(),
         diag.function.as_deref().unwrap_or(""),
         snippet.as_str(),
-    ] {
+    ])
+}
+
+/// A stable 64-bit FNV-1a hash of the parts (each ended by a 0 byte), as 16 hex digits.
+pub fn fnv(parts: &[&str]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
         for byte in part.bytes().chain(std::iter::once(0)) {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0100_0000_01b3);

@@ -6,12 +6,18 @@ mod args;
 mod baseline;
 mod commands;
 mod config;
+mod diff;
 mod discover;
+mod edit;
+mod modtree;
+mod paths;
 mod report;
 mod run;
 mod settings;
+mod show;
 mod suggest;
 
 fn main() -> std::process::ExitCode {
-    run::run(args::parse())
+    let (args, levels) = args::parse();
+    run::run(args, levels)
 }

@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use staleguard_rules::Level;
 
-use crate::args::{Args, ColorArg, FormatArg};
+use crate::args::{Args, ColorArg, FormatArg, LevelFlag};
 use crate::discover::{self, Fatal};
+use crate::paths::Paths;
 use crate::report::{self, Format, Report};
 use crate::settings::{self, Action, Settings};
-use crate::{analyze, baseline, commands};
+use crate::{analyze, baseline, commands, diff, edit, show};
 
 /// No findings at deny level.
 pub const EXIT_OK: u8 = 0;
@@ -22,8 +23,8 @@ pub const EXIT_FINDINGS: u8 = 1;
 /// input, no Rust files.
 pub const EXIT_TROUBLE: u8 = 2;
 
-pub fn run(args: Args) -> ExitCode {
-    let code = match settings::resolve(args) {
+pub fn run(args: Args, levels: Vec<(LevelFlag, String)>) -> ExitCode {
+    let code = match settings::resolve(args, levels) {
         Err(message) => tool_error(&message),
         Ok(Action::Explain(rule)) => {
             let mut out = io::stdout().lock();
@@ -66,25 +67,110 @@ fn check(settings: &Settings) -> u8 {
         }
         Err(Fatal::Message(message)) => return tool_error(&message),
     };
-    for why in units.iter().filter_map(|u| u.fallback.as_deref()) {
-        eprintln!("warning: {why}");
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let paths = Paths::new(
+        units.first().map(|u| u.root.as_path()),
+        &cwd,
+        settings.path_prefix.as_deref(),
+    );
+    if settings.show_settings {
+        let mut out = io::stdout().lock();
+        let written = show::settings(settings, &units, &paths, &mut out).and_then(|()| out.flush());
+        return io_result(written, EXIT_OK);
+    }
+    if !settings.quiet {
+        for why in units.iter().filter_map(|u| u.fallback.as_deref()) {
+            eprintln!("warning: {why}");
+        }
+    }
+    if settings.verbose {
+        show::verbose(&units, &paths);
+    }
+    let show_error = |e: &discover::InputError| {
+        let path = paths.shown(None, &e.path);
+        if path.is_empty() {
+            eprintln!("error: {}", e.message);
+        } else {
+            eprintln!("error: {path}: {}", e.message);
+        }
+    };
+    for notice in units
+        .iter()
+        .flat_map(|u| &u.notices)
+        .filter(|_| !settings.quiet)
+    {
+        eprintln!(
+            "warning: {}: {}",
+            paths.shown(None, &notice.path),
+            notice.message
+        );
     }
     let total: usize = units
         .iter()
         .map(|u| u.files.iter().filter(|f| !f.is_schema()).count())
         .sum();
     if total == 0 {
-        for e in &errors {
-            eprintln!("error: {}: {}", e.path, e.message);
-        }
+        errors.iter().for_each(show_error);
         return tool_error("no Rust files found to lint");
     }
-    let outcome = match analyze::run(settings, &units, errors) {
+    let changed = match &settings.diff_base {
+        Some(rev) => {
+            let dir = units.first().map_or(cwd.as_path(), |u| u.root.as_path());
+            match diff::changed(dir, rev) {
+                Ok(changed) => Some(changed),
+                Err(message) => return tool_error(&message),
+            }
+        }
+        None => None,
+    };
+    let outcome = match analyze::run(settings, &units, errors, changed.as_ref()) {
         Ok(outcome) => outcome,
         Err(message) => return tool_error(&message),
     };
-    for e in &outcome.errors {
-        eprintln!("error: {}: {}", e.path, e.message);
+    if settings.show_files {
+        let mut out = io::stdout().lock();
+        let written = show::files(&outcome, &paths, &mut out).and_then(|()| out.flush());
+        let code = if outcome.errors.is_empty() {
+            EXIT_OK
+        } else {
+            EXIT_TROUBLE
+        };
+        outcome.errors.iter().for_each(show_error);
+        return io_result(written, code);
+    }
+    if settings.add_suppressions || settings.fix {
+        // Files with read or parse errors are left alone; what is left is reported by a second
+        // run over the edited files.
+        let (edited, what) = if settings.fix {
+            (edit::fix(&outcome), "fix(es) applied")
+        } else {
+            (
+                edit::add_suppressions(&outcome),
+                "suppression comment(s) added",
+            )
+        };
+        let edited = match edited {
+            Ok(edited) => edited,
+            Err(message) => return tool_error(&message),
+        };
+        if !settings.quiet {
+            eprintln!(
+                "staleguard: {} {what} in {} file(s)",
+                edited.edits, edited.files
+            );
+        }
+        let mut again = settings.clone();
+        again.add_suppressions = false;
+        again.fix = false;
+        return check(&again);
+    }
+    outcome.errors.iter().for_each(show_error);
+    if settings.verbose {
+        eprintln!(
+            "staleguard: linted {} files ({} that no target compiles skipped)",
+            outcome.files,
+            outcome.unreached.len()
+        );
     }
     let trouble = !outcome.errors.is_empty() || outcome.findings.iter().any(|f| f.is_bad_input());
     if let Some(path) = &settings.write_baseline {
@@ -96,10 +182,12 @@ fn check(settings: &Settings) -> u8 {
             .iter()
             .filter(|f| !f.is_bad_input())
             .count();
-        eprintln!(
-            "staleguard: recorded {recorded} finding(s) in {}",
-            path.display()
-        );
+        if !settings.quiet {
+            eprintln!(
+                "staleguard: recorded {recorded} finding(s) in {}",
+                path.display()
+            );
+        }
         return if trouble { EXIT_TROUBLE } else { EXIT_OK };
     }
     let denied = outcome
@@ -114,7 +202,6 @@ fn check(settings: &Settings) -> u8 {
         EXIT_OK
     };
 
-    let root = units.first().map(|u| u.root.clone()).unwrap_or_default();
     let format = format(settings);
     let mut sink: Box<dyn Write> = match &settings.output {
         Some(path) => match File::create(path) {
@@ -125,8 +212,10 @@ fn check(settings: &Settings) -> u8 {
     };
     let report = Report {
         outcome: &outcome,
-        root: &root,
+        paths: &paths,
         elapsed: start.elapsed(),
+        trouble,
+        quiet: settings.quiet,
     };
     let mut written = format.render(&report, &mut *sink);
     if settings.statistics && written.is_ok() {
@@ -157,5 +246,10 @@ fn format(settings: &Settings) -> Format {
         FormatArg::Json => Format::Json,
         FormatArg::Sarif => Format::Sarif,
         FormatArg::Github => Format::Github,
+        FormatArg::Gitlab => Format::Gitlab,
+        FormatArg::Rdjsonl => Format::Rdjsonl,
+        FormatArg::Cargo => Format::Cargo {
+            ansi: settings.rendered_ansi,
+        },
     }
 }

@@ -63,4 +63,40 @@ pub struct Diagnostic {
     pub notes: Vec<String>,
     /// The enclosing function (`Type::method` or `function`), used to key baselines.
     pub function: Option<String>,
+    /// Edits that fix the finding, each with how sure it is.
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// How sure a suggested edit is, as rustc says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Applicability {
+    /// Applying it fixes the finding and keeps the program's meaning: `--fix` applies it.
+    MachineApplicable,
+    /// Probably right, but a person must check it: shown, never applied.
+    MaybeIncorrect,
+}
+
+impl Applicability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Applicability::MachineApplicable => "machine-applicable",
+            Applicability::MaybeIncorrect => "maybe-incorrect",
+        }
+    }
+}
+
+/// A replacement of one span of the finding's file (`replacement` empty: a deletion; an empty
+/// span: an insertion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub span: Span,
+    pub replacement: String,
+}
+
+/// A fix: what it does, the edits (in one file, not overlapping) and how sure it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggestion {
+    pub message: String,
+    pub applicability: Applicability,
+    pub edits: Vec<Edit>,
 }

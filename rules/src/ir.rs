@@ -55,8 +55,13 @@ pub const DIESEL_TABLE_FIELD: &str = "#diesel(table_name)";
 pub struct FileIr {
     pub bodies: Vec<Body>,
     pub facts: FileFacts,
-    /// Line ranges of items (attributes included), for item-level suppressions.
-    pub items: Vec<(u32, u32)>,
+    /// Items for item-level suppressions: the first line (of its attributes and doc comments),
+    /// the line of its keyword (`fn`, `impl`, ..) and the last line.
+    pub items: Vec<(u32, u32, u32)>,
+    /// `mod name;` declarations (the module tree's edges to other files).
+    pub modules: Vec<crate::ModDecl>,
+    /// Item-level `include!("file")` paths.
+    pub includes: Vec<String>,
 }
 
 impl FileIr {
@@ -65,6 +70,8 @@ impl FileIr {
     pub fn shrink(&mut self) {
         self.bodies.shrink_to_fit();
         self.items.shrink_to_fit();
+        self.modules.shrink_to_fit();
+        self.includes.shrink_to_fit();
         let f = &mut self.facts;
         f.structs.shrink_to_fit();
         for (_, fields) in &mut f.structs {
@@ -365,6 +372,10 @@ pub struct ArgExtra {
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<Name>,
     pub lit: Option<StructLit>,
+    /// For an argument that is a SQL string literal, where text appended to the statement goes:
+    /// an empty span just before the closing quote (`None` when the statement ends in a `;`,
+    /// whitespace or an escape, where appending is not that simple).
+    pub sql_end: Option<Sp>,
 }
 
 impl ArgExtra {

@@ -21,6 +21,7 @@ pub mod ir;
 mod ir;
 mod kb;
 mod knowledge;
+mod lexical;
 mod lower;
 mod name;
 mod par;
@@ -35,7 +36,7 @@ mod state_writes;
 mod summary;
 mod suppress;
 
-pub use diagnostic::{Diagnostic, Label, Level, Position, Span};
+pub use diagnostic::{Applicability, Diagnostic, Edit, Label, Level, Position, Span, Suggestion};
 pub use knowledge::{Knowledge, KnowledgeKey};
 
 /// The stack size, in bytes, that threads calling [`Analyzer::lower`] need for deeply nested
@@ -49,14 +50,24 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) {
     256 * 1024 * 1024
 };
 
-/// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
-/// tree.
+/// A module a file declares with `mod name;` (its text is in another file), for the driver to
+/// follow a target's module tree: the inline modules around the declaration (`mod a { mod b {
+/// mod name; } }` has `a`, `b`), each with its `#[path]`, and the declaration's own `#[path]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModDecl {
+    pub inline: Vec<(String, Option<String>)>,
+    pub name: String,
+    pub path: Option<String>,
+}
+
 /// Is `path` a schema file (`.sql`: migrations, `schema.sql`)? [`Analyzer::lower`] reads it for
 /// the tables' unique keys; it is never linted and has no findings.
 pub fn is_schema_path(path: &str) -> bool {
     path.ends_with(".sql")
 }
 
+/// One file after lowering: its effect traces, facts and suppression comments. Holds no syntax
+/// tree.
 #[derive(Debug, Clone)]
 pub struct LoweredFile {
     pub path: String,
@@ -75,6 +86,12 @@ impl LoweredFile {
         &self.ir
     }
 
+    /// The modules the file declares with `mod name;`, and the files it `include!`s, for the
+    /// driver to follow a target's module tree (empty when the file does not parse).
+    pub fn module_edges(&self) -> (&[ModDecl], &[String]) {
+        (&self.ir.modules, &self.ir.includes)
+    }
+
     /// Whether the file failed to parse.
     pub fn has_parse_error(&self) -> bool {
         self.parse_error.is_some()
@@ -83,6 +100,86 @@ impl LoweredFile {
     /// Whether it is a schema file (see [`is_schema_path`]), not a linted one.
     pub fn is_schema(&self) -> bool {
         is_schema_path(&self.path)
+    }
+}
+
+/// The `parse-error` of a file: a delimiter problem as rustc words it (at the opening delimiter
+/// left unclosed, with the others labelled), else syn's error at its position.
+fn parse_error(
+    path: &str,
+    text: &str,
+    lines: &parse::LineIndex<'_>,
+    err: &syn::Error,
+) -> Diagnostic {
+    // One character at a byte offset, as a span.
+    let span_at = |byte: usize| {
+        let before = &text[..byte.min(text.len())];
+        let line = before.matches('\n').count() as u32 + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() as u32 + 1;
+        let width = text[byte.min(text.len())..]
+            .chars()
+            .next()
+            .map_or(0, char::len_utf8);
+        Span {
+            file: path.to_string(),
+            start: Position { line, column },
+            end: Position {
+                line,
+                column: column + u32::from(width > 0),
+            },
+            byte_start: byte,
+            byte_end: byte + width,
+        }
+    };
+    let (message, primary, primary_label, labels) = match lexical::delimiter_problem(text) {
+        Some(p) => (
+            p.message,
+            span_at(p.at),
+            Some(p.label.to_string()),
+            p.others
+                .into_iter()
+                .map(|(at, label)| Label {
+                    span: span_at(at),
+                    message: label.to_string(),
+                })
+                .collect(),
+        ),
+        None => {
+            let start = err.span().start();
+            let line = start.line.max(1);
+            let col = start.column;
+            let byte = lines.byte(line, col) as usize;
+            let pos = Position {
+                line: line as u32,
+                column: col as u32 + 1,
+            };
+            let span = Span {
+                file: path.to_string(),
+                start: pos,
+                end: pos,
+                byte_start: byte,
+                byte_end: byte,
+            };
+            (
+                format!("file does not parse: {err}"),
+                span,
+                None,
+                Vec::new(),
+            )
+        }
+    };
+    Diagnostic {
+        rule: "parse-error",
+        level: Level::Error,
+        message,
+        primary,
+        primary_label,
+        labels,
+        help: None,
+        notes: Vec::new(),
+        function: None,
+        suggestions: Vec::new(),
     }
 }
 
@@ -143,33 +240,7 @@ impl Analyzer {
                 // in fresh memory instead of pinning pages of the freed syntax trees.
                 Ok(ir.clone())
             }
-            Err(err) => {
-                let start = err.span().start();
-                let line = start.line.max(1);
-                let col = start.column;
-                let byte = lines.byte(line, col) as usize;
-                let pos = Position {
-                    line: line as u32,
-                    column: col as u32 + 1,
-                };
-                Err(Diagnostic {
-                    rule: "parse-error",
-                    level: Level::Error,
-                    message: format!("file does not parse: {err}"),
-                    primary: Span {
-                        file: path.to_string(),
-                        start: pos,
-                        end: pos,
-                        byte_start: byte,
-                        byte_end: byte,
-                    },
-                    primary_label: None,
-                    labels: Vec::new(),
-                    help: None,
-                    notes: Vec::new(),
-                    function: None,
-                })
-            }
+            Err(err) => Err(parse_error(path, text, &lines, &err)),
         };
         proc_macro2::extra::invalidate_current_thread_spans();
         match result {

@@ -20,14 +20,14 @@ static PARSE_ERROR: RuleMeta = RuleMeta {
     name: "parse-error",
     default_level: Level::Error,
     summary: "a file that could not be parsed as Rust",
-    doc: "### What it does\n\nReports a file that `syn` cannot parse as Rust. The file is skipped; the other files are still analysed.\n\n### Why is this bad?\n\nA file that is not analysed can hide any of the hazards the other rules look for.\n\n### Example\n\n```rust,ignore\nfn broken( {\n```\n\n### Use instead\n\nFix the syntax error (`cargo check` shows it), or exclude the file in `staleguard.toml`.\n\n### Known problems\n\nFiles that only parse with unstable syntax `syn` does not support are reported too.\n",
+    doc: "### What it does\n\nReports a file that `syn` cannot parse as Rust. The file is skipped; the other files are still analysed.\n\n### Why is this bad?\n\nA file that is not analysed can hide any of the hazards the other rules look for.\n\n### Example\n\n```rust,ignore\nfn broken( {\n```\n\n### Use instead\n\nFix the syntax error (`cargo check` shows it), or exclude the file in `staleguard.toml`. A `staleguard: allow(parse-error)` comment does not hide it (a file that does not parse was not checked); it is reported as `unused-suppression`.\n\n### Known problems\n\nFiles that only parse with unstable syntax `syn` does not support are reported too.\n",
 };
 
 static UNUSED_SUPPRESSION: RuleMeta = RuleMeta {
     name: "unused-suppression",
     default_level: Level::Warning,
     summary: "a `staleguard: allow(..)` comment that suppresses nothing",
-    doc: "### What it does\n\nReports a `// staleguard: allow(rule) -- reason` comment that suppresses no finding, or that names an unknown rule.\n\n### Why is this bad?\n\nA stale suppression outlives the code it was written for and silently hides the next real finding on that line.\n\n### Example\n\n```rust,ignore\n// staleguard: allow(check-before-lock) -- fixed long ago\nlet order = load(id).await?;\n```\n\n### Use instead\n\nRemove the comment, or put it on the line the finding is reported on (or before the fn, impl or mod it should cover).\n\n### Known problems\n\nA suppression for a rule that configuration disables is not reported.\n",
+    doc: "### What it does\n\nReports each rule named in a `// staleguard: allow(rule, ..) -- reason` comment that suppresses no finding, that is unknown, or that cannot be suppressed (`parse-error`). A comment naming several rules gets one report per unused rule, pointing at its name.\n\n### Why is this bad?\n\nA stale suppression outlives the code it was written for and silently hides the next real finding on that line.\n\n### Example\n\n```rust,ignore\n// staleguard: allow(check-before-lock) -- fixed long ago\nlet order = load(id).await?;\n```\n\n### Use instead\n\nRemove the comment (or the unused rule from its list), or put it on the line the finding is reported on (or before the fn, impl or mod it should cover, above or below its doc comment and attributes).\n\n### Known problems\n\nA suppression for a rule that configuration disables is not reported.\n",
 };
 
 static ALL: std::sync::OnceLock<Vec<RuleMeta>> = std::sync::OnceLock::new();

@@ -1,5 +1,6 @@
 //! `--format github`: GitHub Actions workflow commands (`::error file=..,line=..::message`),
-//! which the runner turns into annotations on the pull request.
+//! which the runner turns into annotations on the pull request. Paths are relative to the
+//! repository root, as the runner expects.
 
 use std::io::{self, Write};
 
@@ -16,6 +17,10 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             Level::Note => "notice",
         };
         let mut message = d.message.clone();
+        for note in &d.notes {
+            message.push_str("\nnote: ");
+            message.push_str(&report.text(f, note));
+        }
         if let Some(help) = &d.help {
             message.push_str("\nhelp: ");
             message.push_str(help);
@@ -23,7 +28,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "::{command} file={},line={},col={},endLine={},endColumn={},title={}::{}",
-            property(&d.primary.file),
+            property(&report.file(f, &d.primary)),
             d.primary.start.line,
             d.primary.start.column,
             d.primary.end.line.max(d.primary.start.line),
@@ -36,11 +41,11 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "::error file={}::{}",
-            property(&e.path),
+            property(&report.error_path(&e.path)),
             data(&e.message)
         )?;
     }
-    Ok(())
+    super::write_summary(report, out)
 }
 
 /// Escapes a command's message.

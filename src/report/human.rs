@@ -10,36 +10,45 @@ use codespan_reporting::term::termcolor::Buffer;
 use codespan_reporting::term::{self, Config};
 use staleguard_rules::Level;
 
-use super::{Report, doc_note, summary_line};
+use super::{Report, doc_note, suggestion_line, write_summary};
 use crate::analyze::Finding;
 
 pub fn render(report: &Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
-    let config = Config::default();
     let mut files = Files::default();
     for finding in &report.outcome.findings {
-        let mut buffer = if color {
-            Buffer::ansi()
-        } else {
-            Buffer::no_color()
-        };
-        let diagnostic = diagnostic(finding, &mut files);
-        if term::emit_to_write_style(&mut buffer, &config, &files.files, &diagnostic).is_err() {
-            // The span did not fit the text (the file changed under us): fall back to one line.
-            let d = &finding.diag;
-            writeln!(
-                buffer,
-                "{}[{}]: {}\n  --> {}:{}:{}",
-                finding.level.as_str(),
-                d.rule,
-                d.message,
-                d.primary.file,
-                d.primary.start.line,
-                d.primary.start.column
-            )?;
-        }
-        out.write_all(buffer.as_slice())?;
+        out.write_all(&rendered(report, finding, color, &mut files))?;
     }
-    writeln!(out, "{}", summary_line(report))
+    write_summary(report, out)
+}
+
+/// One finding as rustc renders a diagnostic (for `--message-format json`'s `rendered`).
+pub fn render_one(report: &Report, finding: &Finding, color: bool) -> String {
+    String::from_utf8_lossy(&rendered(report, finding, color, &mut Files::default())).into_owned()
+}
+
+fn rendered(report: &Report, finding: &Finding, color: bool, files: &mut Files) -> Vec<u8> {
+    let config = Config::default();
+    let mut buffer = if color {
+        Buffer::ansi()
+    } else {
+        Buffer::no_color()
+    };
+    let diagnostic = diagnostic(report, finding, files);
+    if term::emit_to_write_style(&mut buffer, &config, &files.files, &diagnostic).is_err() {
+        // The span did not fit the text (the file changed under us): fall back to one line.
+        let d = &finding.diag;
+        let _ = writeln!(
+            buffer,
+            "{}[{}]: {}\n  --> {}:{}:{}",
+            finding.level.as_str(),
+            d.rule,
+            d.message,
+            report.file(finding, &d.primary),
+            d.primary.start.line,
+            d.primary.start.column
+        );
+    }
+    buffer.into_inner()
 }
 
 /// The files shown so far, each added once.
@@ -60,7 +69,7 @@ impl Files {
     }
 }
 
-fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
+fn diagnostic(report: &Report, finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
     let d = &finding.diag;
     let severity = match finding.level {
         Level::Error => Severity::Error,
@@ -73,7 +82,9 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
     let mut labels = Vec::new();
     if let Some(source) = &finding.source {
         let id = files
-            .id(&d.primary.file, || Some(source.to_string()))
+            .id(&report.file(finding, &d.primary), || {
+                Some(source.to_string())
+            })
             .unwrap_or_default();
         let range = clamp(d.primary.byte_start, d.primary.byte_end, source);
         let range = if range.is_empty() {
@@ -88,7 +99,7 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
         labels.push(primary);
         for label in &d.labels {
             // A label in another file of the unit: its text is read again for the snippet.
-            let Some(label_id) = files.id(&label.span.file, || {
+            let Some(label_id) = files.id(&report.file(finding, &label.span), || {
                 finding
                     .root
                     .as_ref()
@@ -100,9 +111,16 @@ fn diagnostic(finding: &Finding, files: &mut Files) -> Diagnostic<usize> {
             labels.push(Label::secondary(label_id, range).with_message(&label.message));
         }
     }
-    let mut notes: Vec<String> = d.notes.iter().map(|n| format!("note: {n}")).collect();
+    let mut notes: Vec<String> = d
+        .notes
+        .iter()
+        .map(|n| format!("note: {}", report.text(finding, n)))
+        .collect();
     if let Some(help) = &d.help {
         notes.push(format!("help: {help}"));
+    }
+    for s in &d.suggestions {
+        notes.push(format!("fix: {}", suggestion_line(s)));
     }
     notes.push(format!("note: {}", doc_note(d.rule)));
     out = out.with_labels(labels).with_notes(notes);

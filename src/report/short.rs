@@ -10,7 +10,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "{}:{}:{}: {}[{}]: {}",
-            d.primary.file,
+            report.file(f, &d.primary),
             d.primary.start.line,
             d.primary.start.column,
             f.level.as_str(),
@@ -18,5 +18,5 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
             d.message
         )?;
     }
-    Ok(())
+    super::write_summary(report, out)
 }

@@ -320,6 +320,23 @@ pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
     assert_eq!(found.len(), 1, "{json:#}");
     assert_eq!(found[0]["file"], "crates/api/src/lib.rs");
     assert!(fn_lines(api, "ship").contains(&found[0]["start"]["line"].as_u64().unwrap()));
+
+    // From a member's directory only that package is read, as cargo does: the facts of store
+    // are not there, and `--workspace` brings them back.
+    let in_api = |args: &[&str]| {
+        Run::of(
+            bin()
+                .current_dir(p.path("crates/api"))
+                .args(["--format", "json"])
+                .args(args),
+        )
+    };
+    let api_only = in_api(&[]);
+    api_only.code(0);
+    assert_eq!(api_only.json()["summary"]["files"], 2, "api's files only");
+    let whole = in_api(&["--workspace"]);
+    whole.code(1);
+    assert_eq!(rules(&whole.json()), ["check-before-lock"]);
 }
 
 /// A check-before-lock hazard: order status read and tested on the pool, then a transaction

@@ -145,7 +145,7 @@ fn validator_rejects_what_the_schema_forbids() {
         "root": "/",
         "findings": [{ "rule": "x", "level": "fatal" }],
         "errors": [],
-        "summary": { "files": -1, "errors": 0, "warnings": 0, "notes": 0, "skipped": 0, "baselined": 0 },
+        "summary": { "files": -1, "errors": 0, "warnings": 0, "notes": 0, "skipped": 0, "baselined": 0, "unreached": 0, "outside_diff": 0 },
         "extra": true
     });
     let errors = validate(&schema, &bad);

@@ -11,12 +11,16 @@ pub fn bin() -> Command {
     cmd
 }
 
-/// Removes what the caller's environment could change about a run: `NO_COLOR`, and every
-/// `CARGO_*` variable but `CARGO_HOME` (cargo sets many for a test run, and a caller's
+/// Removes what the caller's environment could change about a run: `NO_COLOR`, git's
+/// repository variables, and every `CARGO_*` variable but `CARGO_HOME` (cargo sets many for a test run, and a caller's
 /// `CARGO_TARGET_DIR` would change which folder the linted project's `target/` is). Standard
 /// input is closed.
 pub fn hermetic(cmd: &mut Command) -> &mut Command {
     cmd.env_remove("NO_COLOR").stdin(Stdio::null());
+    // A caller inside a git hook would point git at its own repository.
+    for key in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"] {
+        cmd.env_remove(key);
+    }
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy();
         if key.starts_with("CARGO_") && key != "CARGO_HOME" {
@@ -128,3 +132,68 @@ pub const BROKEN: &str = "pub fn broken() {\n    let x = ;\n}\n";
 /// A clean file.
 pub const CLEAN: &str =
     "//! Nothing to see.\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n";
+
+impl Project {
+    /// Runs git in the project directory (an identity and no system or global configuration
+    /// of the caller's), panicking on failure; returns its standard output.
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(self.root(), args)
+    }
+
+    /// Makes the project a git repository with everything committed.
+    pub fn git_init(&self) -> &Project {
+        self.git(&["init", "-q", "-b", "main"]);
+        self.commit_all("initial");
+        self
+    }
+
+    /// Commits every file.
+    pub fn commit_all(&self, message: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+    }
+}
+
+/// Runs git in `dir` (see [`Project::git`]).
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .args([
+            "-c",
+            "user.name=staleguard tests",
+            "-c",
+            "user.email=tests@staleguard.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("git output is UTF-8")
+}
+
+/// A `lib.rs` declaring the given modules (`"a"`, or `#[path = ".."] mod x` forms given whole
+/// when they contain a space).
+pub fn lib_with(mods: &[&str]) -> String {
+    let mut text = String::from("//! Crate root.\n\n");
+    for m in mods {
+        if m.contains(' ') {
+            text.push_str(m);
+            text.push('\n');
+        } else {
+            text.push_str(&format!("mod {m};\n"));
+        }
+    }
+    text
+}

@@ -183,6 +183,9 @@ impl BodyLowerer<'_, '_> {
     ) -> Small<Arg> {
         it.map(|a| {
             let mut arg = arg_info(a, &mut self.scratch);
+            if let Some(x) = arg.extra.as_mut().filter(|x| x.sql.is_some()) {
+                x.sql_end = sql_end(a);
+            }
             if arg.closure {
                 deferred.push(a);
             } else {
@@ -192,6 +195,42 @@ impl BodyLowerer<'_, '_> {
         })
         .collect()
     }
+}
+
+/// The point just before the closing quote of a SQL string literal argument (through `&` and
+/// parentheses), when the statement's text ends there plainly.
+fn sql_end(e: &Expr) -> Option<crate::ir::Sp> {
+    let mut e = e;
+    while let Expr::Reference(r) = e {
+        e = &r.expr;
+    }
+    let Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Str(s),
+        ..
+    }) = e
+    else {
+        return None;
+    };
+    let raw = s.token().to_string();
+    // `"..."` or `r#"..."#`: the closing delimiter is a quote and as many `#` as open it.
+    let hashes = raw.len() - raw.trim_end_matches('#').len();
+    let body = raw.get(..raw.len() - hashes - 1)?;
+    let last = body.chars().last()?;
+    if last.is_whitespace() || last == ';' || last == '"' || body.ends_with("\\n") {
+        return None;
+    }
+    if !raw.starts_with('r') && body.chars().rev().nth(1) == Some('\\') {
+        return None;
+    }
+    let end = s.span().end();
+    // The closing delimiter is on the last line: one quote and the hashes.
+    let col = end.column.checked_sub(hashes + 1)?;
+    Some(crate::ir::Sp {
+        line: end.line as u32,
+        col: col as u32 + 1,
+        end_line: end.line as u32,
+        end_col: col as u32 + 1,
+    })
 }
 
 /// What the classifier needs to know about one argument. `scratch` is an empty buffer lent by

@@ -35,8 +35,11 @@ impl ItemLowerer<'_, '_> {
             .first()
             .map(|a| a.pound_token.span.start().line)
             .unwrap_or(first.start().line);
-        let start = start.min(first.start().line);
-        self.out.items.push((start as u32, last.end().line as u32));
+        let head = first.start().line;
+        let start = start.min(head);
+        self.out
+            .items
+            .push((start as u32, head as u32, last.end().line as u32));
     }
 
     pub(super) fn item(&mut self, item: &Item, module: Option<&str>) {

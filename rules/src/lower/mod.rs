@@ -10,6 +10,7 @@ mod conds;
 mod exprs;
 mod items;
 mod macros;
+mod modules;
 mod places;
 mod prefilter;
 mod spans;
@@ -81,6 +82,7 @@ pub fn parse_and_lower(
         while !input.is_empty() {
             let item: Item = input.parse()?;
             cx.item(&item, None);
+            modules::collect(&item, &mut Vec::new(), cx.out);
         }
         // Imports sorted by alias (stably: a later import of the same name stays later), so the
         // crate facts can search them without building a table.

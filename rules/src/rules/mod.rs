@@ -607,6 +607,7 @@ impl<'a> RuleCx<'a> {
             help: None,
             notes: Vec::new(),
             function: Some(self.body.name().to_string()),
+            suggestions: Vec::new(),
         }
     }
 

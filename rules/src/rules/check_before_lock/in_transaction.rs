@@ -3,6 +3,7 @@
 //! `READ COMMITTED` two transactions both see the old state and both act.
 
 use super::{Reported, Verdict, Write, deciding_check};
+use crate::diagnostic::{Applicability, Edit, Suggestion};
 use crate::effects::EffectKind;
 use crate::ir::EventKind;
 use crate::name::Name;
@@ -82,6 +83,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             "read the row with `SELECT .. FOR UPDATE`, or make the write conditional (`WHERE status = ..`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
                 .to_string(),
         );
+        d.suggestions.extend(for_update(cx, r));
         return Verdict::Stale(Box::new(d));
     }
     Verdict::Clean
@@ -118,4 +120,41 @@ pub(super) fn sets_compared_value(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bo
         })
     };
     wanted.iter().all(|v| in_args(v) || assigned(v))
+}
+
+/// The fix: `FOR UPDATE` appended to the read's SQL literal, so the row is locked until the
+/// transaction ends. Machine-applicable, but for SQLite (which has no `FOR UPDATE`; a parameter
+/// typed for it says so) a person decides.
+fn for_update(cx: &RuleCx<'_>, r: u32) -> Option<Suggestion> {
+    let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
+        return None;
+    };
+    let at = call
+        .steps
+        .iter()
+        .flat_map(|s| s.args.iter())
+        .find_map(|a| {
+            a.extra
+                .as_ref()
+                .filter(|x| x.sql.is_some())
+                .and_then(|x| x.sql_end)
+        })?;
+    let sqlite = cx
+        .body
+        .params
+        .iter()
+        .flat_map(|(_, ty)| ty.iter())
+        .any(|t| t.to_ascii_lowercase().contains("sqlite"));
+    Some(Suggestion {
+        message: "lock the row when reading it: `SELECT .. FOR UPDATE`".to_string(),
+        applicability: if sqlite {
+            Applicability::MaybeIncorrect
+        } else {
+            Applicability::MachineApplicable
+        },
+        edits: vec![Edit {
+            span: cx.span(at),
+            replacement: " FOR UPDATE".to_string(),
+        }],
+    })
 }
