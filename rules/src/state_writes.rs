@@ -29,16 +29,18 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
     })
 }
 
-/// The state column a call saves back: the crate's save of a model this body read (`session
-/// .save(db)`, `Membership::save(&member, conn)`) that runs an upsert keyed on the row
-/// (`INSERT .. ON CONFLICT (id) DO UPDATE`, `REPLACE INTO`, diesel's `on_conflict`) — not a new
-/// row, the row read, written back whole with its state column.
-pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Option<&'e Assigned> {
+/// Does the call at `w` save back a model this body read (`session.save(db)`,
+/// `Membership::save(&member, conn)`) through the crate's own upsert (`INSERT .. ON CONFLICT
+/// (id) DO UPDATE`, `REPLACE INTO`, diesel's `on_conflict`)? Then the upsert is no new row: it
+/// is the row read, written back whole.
+pub(crate) fn saves_back(cx: &RuleCx<'_>, w: u32, e: &Effect) -> bool {
     if e.kind != EffectKind::Write || !e.upsert || e.delete || e.in_memory {
-        return None;
+        return false;
     }
     // The save itself: the callee runs the upsert, not a helper further down.
-    let save = e.via?;
+    let Some(save) = e.via else {
+        return false;
+    };
     if !cx.callees(w).contains(&save)
         || !cx
             .krate
@@ -48,11 +50,12 @@ pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Op
             .all()
             .any(|x| x.kind == EffectKind::Write && x.upsert)
     {
-        return None;
+        return false;
     }
-    let table = e.table.as_deref()?;
-    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
-        return None;
+    let (Some(table), EventKind::Call(call)) =
+        (e.table.as_deref(), &cx.body.events[w as usize].kind)
+    else {
+        return false;
     };
     let roots: Vec<&str> = call
         .recv
@@ -64,15 +67,19 @@ pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Op
                 .flat_map(|a| a.paths.iter().map(|p| query::first(p))),
         )
         .collect();
-    let read_back = (0..w).any(|r| {
+    (0..w).any(|r| {
         cx.effs(r).any(|x| {
             x.kind == EffectKind::Read && !x.in_memory && x.table.as_deref() == Some(table)
         }) && {
             let derived = query::derived(cx.body, r);
             roots.iter().any(|p| derived.contains(*p))
         }
-    });
-    if !read_back {
+    })
+}
+
+/// The state column a call saves back (see [`saves_back`]).
+pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Option<&'e Assigned> {
+    if !saves_back(cx, w, e) {
         return None;
     }
     e.sets.iter().find(|a| is_state_column(&a.column))

@@ -28,7 +28,9 @@ declare_rule! {
     /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
     /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
     /// added: one row read with no lock and no transaction, a value of it tested, and the row
-    /// written back by key with a value computed from the read (a lost update). And the
+    /// written back by key with a value computed from the read (a lost update) — also when the
+    /// model read is saved back whole through the crate's own upsert (`share.save(db)` running
+    /// `INSERT .. ON CONFLICT (id) DO UPDATE`) after the tested field was changed. And the
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
     /// insert of a row with those columns, with no lock over the two, when the project's schema
     /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within
@@ -208,7 +210,9 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
         return None;
     }
     let write = cx.eff(w, EffectKind::Write)?;
-    if write.token && write.delete || write.insert || write.in_memory && write.via.is_some() {
+    // A model read here and saved back through the crate's upsert is an update of that row.
+    let insert = write.insert && !crate::state_writes::saves_back(cx, w, write);
+    if write.token && write.delete || insert || write.in_memory && write.via.is_some() {
         return None;
     }
     if write.conditional && !query::tests_of(cx.body, w).is_empty() {

@@ -12,6 +12,10 @@ use crate::rules::RuleCx;
 /// the protection.
 pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported) -> Verdict {
     let (w, effect) = (write.at, write.effect);
+    // A model saved back through an upsert is judged by the no-lock shape only.
+    if effect.insert {
+        return Verdict::Clean;
+    }
     let st = cx.state(w);
     let temp = effect.temporary();
     let mut protections: Vec<(u32, &str)> = Vec::new();

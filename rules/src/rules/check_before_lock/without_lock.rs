@@ -26,7 +26,8 @@ pub(super) fn unprotected(
     write: &crate::effects::Effect,
     reported: &mut Reported,
 ) -> Option<Diagnostic> {
-    if write.in_memory || write.insert || write.delete || write.token || write.table.is_none() {
+    let insert = write.insert && !crate::state_writes::saves_back(cx, w, write);
+    if write.in_memory || insert || write.delete || write.token || write.table.is_none() {
         return None;
     }
     let wtable = write.table.as_deref();
@@ -62,6 +63,12 @@ pub(super) fn unprotected(
         }) else {
             continue;
         };
+        // A whole model saved back: the test must be of a field the function then changed
+        // (`if share.views >= share.max_views {..} share.views += 1; share.save(..)`), the
+        // read-modify-write itself, not a check of something else before an unrelated edit.
+        if write.insert && !changes_tested_field(cx, c, w) {
+            continue;
+        }
         // Re-read between the test and the write: the later read is the one that counts.
         if (r + 1..w).any(|x| {
             cx.effs(x)
@@ -88,6 +95,23 @@ pub(super) fn unprotected(
         return Some(d);
     }
     None
+}
+
+/// Does the function assign, between the test at `c` and the write at `w`, a field the test
+/// looked at (`share.views` tested, then `share.views += 1`)?
+fn changes_tested_field(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    let fields: Vec<&str> = t
+        .deps
+        .iter()
+        .map(|d| d.as_str())
+        .filter(|d| d.contains('.'))
+        .collect();
+    cx.body.events[c as usize + 1..w as usize]
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::Assign(a) if fields.contains(&a.target.as_str())))
 }
 
 /// A read of many rows (`.all(db)`, `fetch_all`, `load`): a batch rewrite (a migration, a
