@@ -74,6 +74,15 @@ fn is_test_file(path: &str) -> bool {
     })
 }
 
+/// A test double by its type's name (`MockDb`, `FakeGateway`, `StubStore`): its methods stand
+/// in for the real ones in tests, so no rule is checked in them.
+fn is_test_double(ty: &str) -> bool {
+    ["Mock", "Fake", "Stub"].iter().any(|w| {
+        ty.strip_prefix(w)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_uppercase))
+    })
+}
+
 /// Per file: is it the file of a module another file declares as test code
 /// (`#[cfg(test)] mod tests;` in `src/db/mod.rs` makes `src/db/tests.rs`, `src/db/tests/mod.rs`
 /// and everything under `src/db/tests/` test code)?
@@ -160,7 +169,14 @@ fn run_with(
         };
         let test_mods = test_module_files(files);
         let found = par_map(&a.ids, threads, |id| {
-            if is_test_file(krate.paths[id.file as usize]) || test_mods[id.file as usize] {
+            if is_test_file(krate.paths[id.file as usize])
+                || test_mods[id.file as usize]
+                || krate
+                    .body(*id)
+                    .self_ty
+                    .as_deref()
+                    .is_some_and(is_test_double)
+            {
                 return Vec::new();
             }
             let cx = RuleCx::new(&krate, *id);
@@ -310,6 +326,16 @@ mod tests {
             "fixtures/a/b.rs",
         ] {
             assert!(!super::is_test_file(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn test_doubles_are_known_by_their_type_names() {
+        for t in ["MockDb", "FakeGateway", "StubStore", "Mock"] {
+            assert!(super::is_test_double(t), "{t}");
+        }
+        for t in ["Mockingbird", "Fakeout", "Stubborn", "OrderStore", "Db"] {
+            assert!(!super::is_test_double(t), "{t}");
         }
     }
 

@@ -93,7 +93,8 @@ declare_rule! {
     /// The analysis is syntactic: it matches the read and the write by table (SQL text, diesel
     /// and sea-orm entity names) or by place, not by row. A re-read hidden behind a function the
     /// crate does not define is not seen; a read of a different row of the same table counts as
-    /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`) is not analysed. The
+    /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`, methods of test doubles:
+    /// `Mock*`, `Fake*`, `Stub*` types) is not analysed. The
     /// no-lock form needs the written value to come from the read and a test of a read value, so
     /// a status flip decided by a stale read with no lock at all is not reported; batch passes
     /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it. A method of the crate
