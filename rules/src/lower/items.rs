@@ -61,7 +61,7 @@ impl ItemLowerer<'_, '_> {
                     f.sig.fn_token.span,
                     f.block.brace_token.span.close(),
                 );
-                self.body(&f.attrs, &f.sig, &f.block, None, None);
+                self.body(&f.attrs, &f.sig, &f.block, None, None, &[]);
             }
             Item::Impl(imp) => {
                 self.item_range(
@@ -78,6 +78,7 @@ impl ItemLowerer<'_, '_> {
                 if let (Some(t), Some(ty)) = (&trait_name, &self_ty) {
                     self.out.facts.trait_impls.push((t.clone(), ty.clone()));
                 }
+                let bounds = types::generic_bounds(&imp.generics);
                 for it in &imp.items {
                     match it {
                         ImplItem::Fn(f) if is_test(&f.attrs) => {}
@@ -93,6 +94,7 @@ impl ItemLowerer<'_, '_> {
                                 &f.block,
                                 self_ty.as_deref(),
                                 trait_name.as_deref(),
+                                &bounds,
                             );
                         }
                         ImplItem::Const(c) => self.konst(&c.ident, &c.expr),
@@ -107,7 +109,7 @@ impl ItemLowerer<'_, '_> {
                     if let TraitItem::Fn(f) = it
                         && let Some(block) = &f.default
                     {
-                        self.body(&f.attrs, &f.sig, block, Some(&name), Some(&name));
+                        self.body(&f.attrs, &f.sig, block, Some(&name), Some(&name), &[]);
                     }
                 }
             }
@@ -123,6 +125,7 @@ impl ItemLowerer<'_, '_> {
             }
             Item::Struct(s) => {
                 self.item_range(&s.attrs, s.struct_token.span, s.struct_token.span);
+                let bounds = types::generic_bounds(&s.generics);
                 let mut fields = Vec::new();
                 for (i, f) in s.fields.iter().enumerate() {
                     let name = f
@@ -130,7 +133,9 @@ impl ItemLowerer<'_, '_> {
                         .as_ref()
                         .map(|i| Name::display(i))
                         .unwrap_or_else(|| Name::display(&i));
-                    fields.push((name, type_ref(&f.ty)));
+                    let mut ty = type_ref(&f.ty);
+                    types::bind_generics(&mut ty, &bounds);
+                    fields.push((name, ty));
                 }
                 if let Some(table) = diesel_table_name(&s.attrs) {
                     fields.push((Name::new(crate::ir::DIESEL_TABLE_FIELD), vec![table]));
@@ -224,8 +229,18 @@ impl ItemLowerer<'_, '_> {
         block: &syn::Block,
         self_ty: Option<&str>,
         trait_name: Option<&str>,
+        impl_bounds: &[(Name, Name)],
     ) {
         let ident = Name::display(&sig.ident);
+        // Generic parameters of the fn and of its impl, as the traits they are bound by.
+        let mut bounds = types::generic_bounds(&sig.generics);
+        bounds.extend(
+            impl_bounds
+                .iter()
+                .filter(|(p, _)| !bounds.iter().any(|(q, _)| q == p))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
 
         let mut params = Vec::new();
         let mut mut_self = false;
@@ -239,7 +254,8 @@ impl ItemLowerer<'_, '_> {
                     }
                 }
                 FnArg::Typed(pt) => {
-                    let ty = type_ref(&pt.ty);
+                    let mut ty = type_ref(&pt.ty);
+                    types::bind_generics(&mut ty, &bounds);
                     let mut names = Vec::new();
                     pat_names(&pt.pat, &mut names);
                     // The last name takes the type; only the others need a copy.

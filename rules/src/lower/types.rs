@@ -12,6 +12,98 @@ pub fn type_ref(ty: &Type) -> TypeRef {
     out
 }
 
+/// Traits that say nothing of what a value does (`Send`, `Clone`, `Debug`, `Fn`): not the
+/// bound a generic parameter is known by.
+const MARKER_TRAITS: &[&str] = &[
+    "Send",
+    "Sync",
+    "Clone",
+    "Copy",
+    "Debug",
+    "Display",
+    "Sized",
+    "Default",
+    "PartialEq",
+    "Eq",
+    "PartialOrd",
+    "Ord",
+    "Hash",
+    "Serialize",
+    "Deserialize",
+    "DeserializeOwned",
+    "Unpin",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "Future",
+    "Into",
+    "From",
+    "AsRef",
+    "AsMut",
+    "ToString",
+    "Iterator",
+    "IntoIterator",
+    "Error",
+    "Any",
+    "Borrow",
+    "ToOwned",
+    "TryFrom",
+    "TryInto",
+];
+
+/// The trait each generic parameter is known by: `impl Repo` for `<R: Repo>` or `where R:
+/// Send + Repo` (the first bound that is not a marker trait), as `(param, "impl Repo")`.
+pub fn generic_bounds(g: &syn::Generics) -> Vec<(Name, Name)> {
+    let mut out: Vec<(Name, Name)> = Vec::new();
+    let mut add = |param: Name, bounds: &mut dyn Iterator<Item = &TypeParamBound>| {
+        if out.iter().any(|(p, _)| *p == param) {
+            return;
+        }
+        for b in bounds {
+            if let TypeParamBound::Trait(t) = b
+                && let Some(last) = t.path.segments.last_item()
+                && !MARKER_TRAITS.iter().any(|m| last.ident == m)
+            {
+                out.push((
+                    param,
+                    Name::display(&format_args!("impl {}", path_string(&t.path))),
+                ));
+                return;
+            }
+        }
+    };
+    for p in g.params.each() {
+        if let syn::GenericParam::Type(t) = p {
+            add(Name::display(&t.ident), &mut t.bounds.each());
+        }
+    }
+    if let Some(w) = &g.where_clause {
+        for pred in w.predicates.each() {
+            if let syn::WherePredicate::Type(pt) = pred
+                && let Type::Path(tp) = &pt.bounded_ty
+                && tp.qself.is_none()
+                && let Some(ident) = tp.path.get_ident()
+            {
+                add(Name::display(ident), &mut pt.bounds.each());
+            }
+        }
+    }
+    out
+}
+
+/// Writes each generic parameter of `ty` as the trait it is bound by (`Arc<R>` with `R: Repo`
+/// becomes `Arc<impl Repo>`), so its methods resolve to the trait's implementations.
+pub fn bind_generics(ty: &mut TypeRef, bounds: &[(Name, Name)]) {
+    if bounds.is_empty() {
+        return;
+    }
+    for seg in ty.iter_mut() {
+        if let Some((_, b)) = bounds.iter().find(|(p, _)| p == seg) {
+            *seg = b.clone();
+        }
+    }
+}
+
 /// The name of an impl's self type (`Service` for `impl<T> Service<T>`).
 pub fn type_name(ty: &Type) -> Option<Name> {
     match ty {
