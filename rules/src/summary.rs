@@ -255,6 +255,24 @@ pub(crate) fn summarize(
 /// the call's result is bound, so it can be held), and a transaction closure where a closure is
 /// handed to one of the crate's own transaction helpers (a fn that hands a closure to a
 /// transaction).
+/// Does the body begin a transaction and then call one of its parameters (`let mut tx =
+/// pool.begin().await?; let out = f(&mut tx).await?; tx.commit().await?`)? The closure a caller
+/// hands it runs inside that transaction.
+fn runs_param_in_tx(body: &Body, effects: &BodyEffects) -> bool {
+    let Some(begin) = (0..body.events.len()).find(|&i| {
+        effects.direct[i]
+            .iter()
+            .any(|e| e.kind == EffectKind::TxBegin)
+    }) else {
+        return false;
+    };
+    body.events[begin + 1..].iter().any(|ev| {
+        matches!(&ev.kind, EventKind::Call(c)
+            if c.func.len() == 1
+                && body.params.iter().any(|(p, _)| p != "self" && *p == c.func[0]))
+    })
+}
+
 pub(crate) fn widen(
     ids: &[BodyId],
     bodies: &PerBody<&Body>,
@@ -270,6 +288,7 @@ pub(crate) fn widen(
                 .direct
                 .all()
                 .any(|e| e.kind == EffectKind::TxClosure)
+                || runs_param_in_tx(bodies[id], &effects[id])
         })
         .collect();
     let gained = par_map(ids, threads, |id| {

@@ -12,7 +12,9 @@ declare_rule! {
     /// Flags a remote call — an HTTP request, a gRPC call, an AWS SDK call, a message publish, or
     /// a call to a crate function that makes one — made between a transaction's begin and its
     /// commit or rollback, or inside a transaction closure (`conn.transaction(|c| ..)`,
-    /// sea-orm `db.transaction(|txn| Box::pin(async move { .. }))`).
+    /// sea-orm `db.transaction(|txn| Box::pin(async move { .. }))`), also one handed to a crate
+    /// helper that begins a transaction and calls the closure before committing (`in_tx(pool,
+    /// |tx| ..)`).
     ///
     /// ### Why is this bad?
     ///
