@@ -57,6 +57,14 @@ impl<'a> LineIndex<'a> {
         LineIndex { text, starts, wide }
     }
 
+    /// The text of 1-based line `line`, without its newline (empty past the end).
+    pub fn line_text(&self, line: usize) -> &'a str {
+        match self.starts.get(line.wrapping_sub(1)) {
+            Some(&start) => line_text(self.text, start).trim_end_matches('\r'),
+            None => "",
+        }
+    }
+
     /// Byte offset of a 1-based line and 0-based char column.
     pub fn byte(&self, line: usize, col: usize) -> u32 {
         byte_of(self.text, &self.starts, line, col)

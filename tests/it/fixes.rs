@@ -219,3 +219,161 @@ fn a_plain_select_in_the_transaction_gains_for_update() {
     run.code(1);
     assert!(!sqlite.read("src/lib.rs").contains("FOR UPDATE"));
 }
+
+/// The findings of a JSON report as (rule, line, message, applicability of the first
+/// suggestion, or "" when there is none).
+fn findings(json: &Value) -> Vec<(String, u64, String, String)> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["start"]["line"].as_u64().unwrap(),
+                f["message"].as_str().unwrap().to_string(),
+                f["suggestions"][0]["applicability"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// After `--fix`: the re-lint read every file (none failed to parse).
+#[track_caller]
+fn all_files_parse(json: &Value) {
+    assert_eq!(json["summary"]["skipped"], 0, "{json:#}");
+    assert!(
+        findings(json).iter().all(|f| f.0 != "parse-error"),
+        "{json:#}"
+    );
+}
+
+/// A one-time token read with `GET`, the effect, then deleted with `DEL` as a statement: in
+/// the method form with a presence test, with a `let .. else` and a turbofish, as raw
+/// commands, and with the `DEL` only on the success path (a fix for a person to check).
+const GET_THEN_DEL: &str = r#"//! Tokens.
+
+use redis::AsyncCommands;
+
+pub async fn confirm(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, token: &str) -> anyhow::Result<bool> {
+    let key = format!("transfer-confirm:{token}");
+    let pending: Option<String> = con.get(&key).await?;
+    if pending.is_none() {
+        return Ok(false);
+    }
+    http.post("https://bank.example/transfers").json(&token).send().await?;
+    let _: () = con.del(&key).await?;
+    Ok(true)
+}
+
+pub async fn redeem(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, voucher: &str) -> anyhow::Result<()> {
+    let Some(amount) = con.get::<_, Option<i64>>(format!("voucher:{voucher}")).await? else {
+        anyhow::bail!("voucher already used");
+    };
+    http.post("https://wallet.example/credit").json(&amount).send().await?;
+    con.del::<_, ()>(format!("voucher:{voucher}")).await?;
+    Ok(())
+}
+
+pub async fn payout(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, nonce: &str) -> anyhow::Result<()> {
+    let seen: Option<String> = redis::cmd("GET").arg(format!("payout-nonce:{nonce}")).query_async(con).await?;
+    if seen.is_none() {
+        anyhow::bail!("unknown nonce");
+    }
+    http.post("https://bank.example/payouts").json(&nonce).send().await?;
+    let _: () = redis::cmd("DEL").arg(format!("payout-nonce:{nonce}")).query_async(con).await?;
+    Ok(())
+}
+
+pub async fn invite(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, invite: &str) -> anyhow::Result<bool> {
+    let key = format!("invite-token:{invite}");
+    let found: Option<String> = con.get(&key).await?;
+    if found.is_none() {
+        return Ok(false);
+    }
+    let sent = http.post("https://mail.example/send").json(&invite).send().await;
+    if sent.is_ok() {
+        let _: () = con.del(&key).await?;
+    }
+    Ok(sent.is_ok())
+}
+"#;
+
+#[test]
+fn a_get_then_del_of_a_token_becomes_getdel() {
+    let p = Project::package("shop");
+    p.write("src/lib.rs", GET_THEN_DEL);
+    let separate = "token checked and deleted in separate steps around the effect";
+    let before = findings(&p.run(&["--format", "json"]).json());
+    let fix = |line: u64, applicability: &str| {
+        (
+            "token-deleted-before-effect".to_string(),
+            line,
+            separate.to_string(),
+            applicability.to_string(),
+        )
+    };
+    assert_eq!(
+        before,
+        [
+            fix(12, "machine-applicable"),
+            fix(21, "machine-applicable"),
+            fix(31, "machine-applicable"),
+            fix(43, "maybe-incorrect"),
+        ]
+    );
+
+    let run = p.run(&["--fix", "--format", "json"]);
+    assert!(
+        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
+        "{}",
+        run.stderr
+    );
+    let expected = GET_THEN_DEL
+        .replace(
+            "con.get(&key).await?;\n    if pending",
+            "con.get_del(&key).await?;\n    if pending",
+        )
+        .replace("    let _: () = con.del(&key).await?;\n    Ok(true)", "    Ok(true)")
+        .replace("con.get::<_, Option<i64>>", "con.get_del::<_, Option<i64>>")
+        .replace(
+            "    con.del::<_, ()>(format!(\"voucher:{voucher}\")).await?;\n",
+            "",
+        )
+        .replace("redis::cmd(\"GET\")", "redis::cmd(\"GETDEL\")")
+        .replace(
+            "    let _: () = redis::cmd(\"DEL\").arg(format!(\"payout-nonce:{nonce}\")).query_async(con).await?;\n",
+            "",
+        );
+    assert_eq!(p.read("src/lib.rs"), expected);
+    // The re-lint: the three check-then-delete races are gone and the file parses; the
+    // maybe-incorrect one is left as it was. What remains of the fixed ones is the trade-off
+    // the fix's message names: the token is now consumed before the effect, so a failed
+    // effect cannot be retried with it.
+    let after = run.json();
+    all_files_parse(&after);
+    let left = findings(&after);
+    assert_eq!(
+        left.iter()
+            .filter(|f| f.2 == separate)
+            .map(|f| (f.1, f.3.as_str()))
+            .collect::<Vec<_>>(),
+        [(40, "maybe-incorrect")],
+        "{after:#}"
+    );
+    assert_eq!(
+        left.iter()
+            .filter(|f| f.2 != separate)
+            .map(|f| (f.1, f.2.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (7, "token deleted before the effect it guards"),
+            (16, "token deleted before the effect it guards"),
+            (24, "token deleted before the effect it guards"),
+        ],
+        "{after:#}"
+    );
+}

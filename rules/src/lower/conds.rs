@@ -169,6 +169,32 @@ pub(super) fn negated(e: &Expr) -> bool {
     }
 }
 
+/// Whether `e` is an inequality, `x != c` (through parentheses).
+pub(super) fn differs(e: &Expr) -> bool {
+    match e {
+        Expr::Paren(p) => differs(&p.expr),
+        Expr::Group(g) => differs(&g.expr),
+        Expr::Binary(b) => matches!(b.op, BinOp::Ne(_)),
+        _ => false,
+    }
+}
+
+/// The string literals a pattern matches (`"paid" | "settled"`).
+pub(super) fn pattern_strs(p: &Pat, out: &mut Vec<Name>) {
+    match p {
+        Pat::Lit(l) => {
+            if let Lit::Str(s) = &l.lit {
+                out.push(Name::from(s.value()));
+            }
+        }
+        Pat::Or(o) => o.cases.each().for_each(|x| pattern_strs(x, out)),
+        Pat::Reference(r) => pattern_strs(&r.pat, out),
+        Pat::Paren(x) => pattern_strs(&x.pat, out),
+        Pat::Guard(g) => pattern_strs(&g.pat, out),
+        _ => {}
+    }
+}
+
 fn is_int(e: &Expr, digits: &str) -> bool {
     matches!(e, Expr::Lit(l) if matches!(&l.lit, Lit::Int(i) if i.base10_digits() == digits))
 }
