@@ -403,8 +403,8 @@ pub struct ArgExtra {
     /// source (see [`SqlWhere`]).
     pub sql_where: Option<SqlWhere>,
     /// An integer literal argument of a Redis expiry step (see
-    /// `apis::REDIS_INT_ARG_STEPS`), its value.
-    pub int: Option<u64>,
+    /// `apis::REDIS_INT_ARG_STEPS`), as written without its suffix (`172_800`).
+    pub int: Option<Name>,
 }
 
 /// Where a SQL literal's `WHERE` predicate is in the source: from its first token to the end
@@ -440,7 +440,7 @@ pub const LOCAL_VALUE: &str = "=";
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;
-        options: lit: StructLit, value: Name;
+        options: lit: StructLit, value: Name, int: Name;
         boxed: sql: SqlInfo
     }
 }

@@ -4,8 +4,9 @@
 //! other arguments, and the edits that rename it or give it more arguments.
 
 use crate::diagnostic::Edit;
-use crate::ir::{Arg, Call, Sp};
+use crate::ir::{Arg, Call, EventKind, Sp};
 use crate::name::Name;
+use crate::query;
 use crate::rules::RuleCx;
 
 /// One Redis command of a call chain.
@@ -26,10 +27,19 @@ pub(crate) struct Command<'a> {
 /// The steps that run a `redis::cmd(..)` on a connection.
 const RUN_STEPS: &[&str] = &["query_async", "query"];
 
+/// The Redis command of event `i`, when it is a call in one of the plain shapes (see
+/// [`command`]).
+pub(crate) fn command_at<'a>(cx: &RuleCx<'a>, i: u32) -> Option<Command<'a>> {
+    match &cx.body.events[i as usize].kind {
+        EventKind::Call(call) => command(call),
+        _ => None,
+    }
+}
+
 /// The Redis command a call chain is, when it is one of the two plain shapes: a method on a
 /// connection place whose first argument is the key, or `cmd("NAME")` (a string literal)
 /// followed only by `.arg(..)`s, the key first, and a run step on a connection place.
-pub(crate) fn command(call: &Call) -> Option<Command<'_>> {
+fn command(call: &Call) -> Option<Command<'_>> {
     let first = call.steps.first()?;
     if call.func.is_empty() {
         let (key, args) = first.args.split_first()?;
@@ -77,21 +87,40 @@ pub(crate) fn command(call: &Call) -> Option<Command<'_>> {
 }
 
 impl Command<'_> {
-    /// The same connection and the same key expression (the same places, literals and calls).
+    /// The same key expression (the same places, literals and calls).
+    pub fn same_key(&self, other: &Command<'_>) -> bool {
+        let (a, b) = (self.key, other.key);
+        a.paths == b.paths
+            && a.strs() == b.strs()
+            && a.value() == b.value()
+            && a.calls() == b.calls()
+            && (!a.paths.is_empty() || !a.strs().is_empty() || a.value().is_some())
+    }
+
+    /// The same connection and the same key expression.
     pub fn same_target(&self, other: &Command<'_>) -> bool {
-        let same = |a: &Arg, b: &Arg| {
-            a.paths == b.paths
-                && a.strs() == b.strs()
-                && a.value() == b.value()
-                && a.calls() == b.calls()
-                && (!a.paths.is_empty() || !a.strs().is_empty() || a.value().is_some())
-        };
-        self.conn == other.conn && same(self.key, other.key)
+        self.conn == other.conn && self.same_key(other)
     }
 
     /// Written as a method on the connection.
     pub fn is_method(&self) -> bool {
         self.method
+    }
+
+    /// Does nothing between events `a` (this command) and `b` touch its key in Redis or
+    /// rebind a local the key is made of?
+    pub fn untouched_between(&self, cx: &RuleCx<'_>, a: u32, b: u32) -> bool {
+        let key = cx.effs(a).find(|e| e.kv).and_then(|e| e.table.as_deref());
+        let roots: Vec<&str> = self.key.paths.iter().map(|p| query::first(p)).collect();
+        (a + 1..b).all(|i| {
+            !cx.effs(i)
+                .any(|e| e.kv && query::same_state(e.table.as_deref(), key))
+                && match &cx.body.events[i as usize].kind {
+                    EventKind::Bind(b) => !b.names.iter().any(|n| roots.contains(&n.as_str())),
+                    EventKind::Assign(x) => !roots.contains(&query::first(&x.target)),
+                    _ => true,
+                }
+        })
     }
 
     /// The edit that makes it command `command`: a method renamed to `method`

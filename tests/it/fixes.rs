@@ -377,3 +377,124 @@ fn a_get_then_del_of_a_token_becomes_getdel() {
         "{after:#}"
     );
 }
+
+/// Redis claims whose expiry a second command sets: `set_nx` then `expire`, `cmd("SETNX")`
+/// then `cmd("EXPIRE")`, `SET .. NX` then `pexpire` (with the claim's argument list spread
+/// over lines, ending in a comma), and an `expire` made before the claim's answer is looked
+/// at (a fix for a person to check).
+const CLAIM_THEN_EXPIRE: &str = r#"//! Claims.
+
+use redis::AsyncCommands;
+
+pub async fn digest(con: &mut redis::aio::MultiplexedConnection, id: i64) -> redis::RedisResult<bool> {
+    let key = format!("digest:{id}");
+    let fresh: bool = con.set_nx(&key, "sending").await?;
+    if !fresh {
+        return Ok(false);
+    }
+    let _: () = con.expire(&key, 172_800).await?;
+    Ok(true)
+}
+
+pub async fn export(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {
+    let got: bool = redis::cmd("SETNX").arg("lock:export").arg(1).query_async(con).await?;
+    if !got {
+        return Ok(());
+    }
+    let _: () = redis::cmd("EXPIRE").arg("lock:export").arg(60).query_async(con).await?;
+    Ok(())
+}
+
+pub async fn report(con: &mut redis::aio::MultiplexedConnection, me: &str) -> redis::RedisResult<()> {
+    let got: bool = con
+        .set_nx(
+            "lock:report",
+            me,
+        )
+        .await?;
+    if !got {
+        return Ok(());
+    }
+    con.pexpire::<_, ()>("lock:report", 30_000).await?;
+    Ok(())
+}
+
+pub async fn refresh(con: &mut redis::aio::MultiplexedConnection, id: i64) -> redis::RedisResult<bool> {
+    let key = format!("refresh:{id}");
+    let fresh: bool = con.set_nx(&key, 1).await?;
+    let _: () = con.expire(&key, 300).await?;
+    Ok(fresh)
+}
+"#;
+
+#[test]
+fn a_setnx_then_expire_becomes_one_set_nx_with_the_expiry() {
+    let p = Project::package("shop");
+    p.write("src/lib.rs", CLAIM_THEN_EXPIRE);
+    let rule = "processing-without-lease";
+    let claims = |json: &Value| -> Vec<(u64, String)> {
+        findings(json)
+            .into_iter()
+            .filter(|f| f.0 == rule)
+            .map(|f| (f.1, f.3))
+            .collect()
+    };
+    let before = p.run(&["--format", "json"]).json();
+    assert_eq!(
+        claims(&before),
+        [
+            (7, "machine-applicable".to_string()),
+            (16, "machine-applicable".to_string()),
+            (25, "machine-applicable".to_string()),
+            (40, "maybe-incorrect".to_string()),
+        ],
+        "{before:#}"
+    );
+    assert!(
+        findings(&before)[0]
+            .2
+            .contains("is claimed with no expiry, and a second command sets one")
+    );
+
+    let run = p.run(&["--fix", "--format", "json"]);
+    assert!(
+        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
+        "{}",
+        run.stderr
+    );
+    let expected = CLAIM_THEN_EXPIRE
+        .replace(
+            "con.set_nx(&key, \"sending\")",
+            "con.set_options(&key, \"sending\", redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::EX(172_800)))",
+        )
+        .replace("    let _: () = con.expire(&key, 172_800).await?;\n", "")
+        .replace(
+            "redis::cmd(\"SETNX\").arg(\"lock:export\").arg(1)",
+            "redis::cmd(\"SET\").arg(\"lock:export\").arg(1).arg(\"NX\").arg(\"EX\").arg(60)",
+        )
+        .replace(
+            "    let _: () = redis::cmd(\"EXPIRE\").arg(\"lock:export\").arg(60).query_async(con).await?;\n",
+            "",
+        )
+        .replace(
+            "        .set_nx(\n            \"lock:report\",\n            me,\n        )",
+            "        .set_options(\n            \"lock:report\",\n            me,\n        redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::PX(30_000)), )",
+        )
+        .replace(
+            "    con.pexpire::<_, ()>(\"lock:report\", 30_000).await?;\n",
+            "",
+        );
+    assert_eq!(p.read("src/lib.rs"), expected);
+    // The re-lint: the three two-step claims are gone, nothing else is reported in their
+    // place, and the file parses; the maybe-incorrect one is left.
+    let after = run.json();
+    all_files_parse(&after);
+    assert_eq!(
+        findings(&after)
+            .iter()
+            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
+            .collect::<Vec<_>>(),
+        [(rule, 37, "maybe-incorrect")],
+        "{after:#}"
+    );
+}

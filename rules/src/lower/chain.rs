@@ -210,9 +210,10 @@ impl BodyLowerer<'_, '_> {
                     lit: syn::Lit::Int(i),
                     ..
                 }) = a
-                && let Ok(n) = i.base10_parse::<u64>()
             {
-                arg.extra.get_or_insert_with(Box::default).int = Some(n);
+                let text = i.to_string();
+                let text = text.strip_suffix(i.suffix()).unwrap_or(&text);
+                arg.extra.get_or_insert_with(Box::default).int = Some(Name::new(text));
             }
             if let Some(x) = arg.extra.as_mut().filter(|x| x.sql.is_some())
                 && let Some(lit) = str_lit(a)

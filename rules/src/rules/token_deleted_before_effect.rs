@@ -246,12 +246,8 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// them touches the key or rebinds it, and the `GET`'s value is only tested for presence (a
 /// comparison, `owner != Some(me)`, would let a caller that fails it delete the token).
 fn getdel(cx: &RuleCx<'_>, c: u32, d: u32) -> Option<Suggestion> {
-    let call = |i: u32| match &cx.body.events[i as usize].kind {
-        EventKind::Call(call) => Some(&**call),
-        _ => None,
-    };
-    let get = redis_calls::command(call(c)?)?;
-    let del = redis_calls::command(call(d)?)?;
+    let get = redis_calls::command_at(cx, c)?;
+    let del = redis_calls::command_at(cx, d)?;
     if get.name != "GET"
         || del.name != "DEL"
         || !get.args.is_empty()
@@ -261,18 +257,9 @@ fn getdel(cx: &RuleCx<'_>, c: u32, d: u32) -> Option<Suggestion> {
         return None;
     }
     let removed = cx.body.discards.iter().find(|x| x.call == d)?;
-    let key = cx.effs(c).find(|e| e.kv).and_then(|e| e.table.as_deref());
-    let roots: Vec<&str> = get.key.paths.iter().map(|p| query::first(p)).collect();
-    let untouched = (c + 1..d).all(|i| {
-        !cx.effs(i)
-            .any(|e| e.kv && query::same_state(e.table.as_deref(), key))
-            && match &cx.body.events[i as usize].kind {
-                EventKind::Bind(b) => !b.names.iter().any(|n| roots.contains(&n.as_str())),
-                EventKind::Assign(a) => !roots.contains(&query::first(&a.target)),
-                _ => true,
-            }
-    });
-    let certain = query::same_block(cx.body, c, d) && untouched && presence_only(cx, c, d);
+    let certain = query::same_block(cx.body, c, d)
+        && get.untouched_between(cx, c, d)
+        && presence_only(cx, c, d);
     Some(Suggestion {
         message: "read and delete the token in one step with `GETDEL`, and drop the later `DEL` (a failed effect then no longer leaves the token for a retry)".to_string(),
         applicability: if certain {
