@@ -498,3 +498,165 @@ fn a_setnx_then_expire_becomes_one_set_nx_with_the_expiry() {
         "{after:#}"
     );
 }
+
+/// State writes by key alone where the function shows the state expected: a read tested with
+/// `!=` (rows affected not checked), a `match` with one arm that goes on and an `OR` filter
+/// before `RETURNING` in a raw literal (rows affected checked), an earlier write of the
+/// function, and a Rust variant (a guess for a person to check).
+const UPDATE_BY_KEY: &str = r##"//! States.
+
+pub enum InvoiceStatus {
+    Open,
+    Paid,
+}
+
+pub async fn ship(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
+    let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(id)
+        .fetch_one(db)
+        .await?;
+    if status != "paid" {
+        return Ok(());
+    }
+    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+pub async fn approve(db: &sqlx::PgPool, id: i64) -> sqlx::Result<bool> {
+    let refund: (String,) = sqlx::query_as("SELECT status FROM refunds WHERE id = $1")
+        .bind(id)
+        .fetch_one(db)
+        .await?;
+    let status = refund.0;
+    match status.as_str() {
+        "requested" => {}
+        _ => return Ok(false),
+    }
+    let done = sqlx::query(
+        r#"UPDATE refunds
+           SET status = 'approved'
+           WHERE id = $1 OR legacy_id = $1
+           RETURNING id"#,
+    )
+    .bind(id)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn capture(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE payments SET status = 'capturing' WHERE id = $1 AND status = 'authorized'")
+        .bind(id)
+        .execute(db)
+        .await?;
+    sqlx::query("UPDATE payments SET status = 'captured' WHERE id = $1")
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+pub async fn pay(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
+    let row: (InvoiceStatus,) = sqlx::query_as("SELECT status FROM invoices WHERE id = $1")
+        .bind(id)
+        .fetch_one(db)
+        .await?;
+    let status = row.0;
+    if let InvoiceStatus::Open = status {
+        sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1")
+            .bind(id)
+            .execute(db)
+            .await?;
+    }
+    Ok(())
+}
+
+pub async fn reopen(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'paid'")
+        .bind(id)
+        .execute(db)
+        .await?;
+    sqlx::query("UPDATE refunds SET status = 'rejected' WHERE id = $1 AND status = 'requested'")
+        .bind(id)
+        .execute(db)
+        .await?;
+    sqlx::query("UPDATE invoices SET status = 'void' WHERE id = $1 AND status = 'open'")
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+"##;
+
+#[test]
+fn an_update_by_key_gains_the_state_the_function_expects() {
+    let p = Project::package("shop");
+    p.write("src/lib.rs", UPDATE_BY_KEY);
+    let rule = "unguarded-state-transition";
+    let before = p.run(&["--format", "json"]).json();
+    assert_eq!(
+        findings(&before)
+            .iter()
+            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (rule, 16, "machine-applicable"),
+            (rule, 33, "machine-applicable"),
+            (rule, 50, "machine-applicable"),
+            (rule, 64, "maybe-incorrect"),
+        ],
+        "{before:#}"
+    );
+    let fix_message = |i: usize| before["findings"][i]["suggestions"][0]["message"].clone();
+    // The help says to check the rows affected where the write does not.
+    assert_eq!(
+        fix_message(0),
+        "expect the state the function relies on: `.. AND status = 'paid'`, and check the rows affected (0 means the record moved on first), which this write does not do yet"
+    );
+    assert_eq!(
+        fix_message(1),
+        "expect the state the function relies on: `.. AND status = 'requested'`"
+    );
+    assert!(
+        fix_message(3)
+            .as_str()
+            .unwrap()
+            .contains("`.. AND status = 'open'`")
+    );
+
+    let run = p.run(&["--fix", "--format", "json"]);
+    assert!(
+        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
+        "{}",
+        run.stderr
+    );
+    let expected = UPDATE_BY_KEY
+        .replace(
+            "SET status = 'shipped' WHERE id = $1\"",
+            "SET status = 'shipped' WHERE id = $1 AND status = 'paid'\"",
+        )
+        .replace(
+            "WHERE id = $1 OR legacy_id = $1\n",
+            "WHERE (id = $1 OR legacy_id = $1) AND status = 'requested'\n",
+        )
+        .replace(
+            "SET status = 'captured' WHERE id = $1\"",
+            "SET status = 'captured' WHERE id = $1 AND status = 'capturing'\"",
+        );
+    assert_eq!(p.read("src/lib.rs"), expected);
+    // The re-lint: the three writes are compare-and-sets now and nothing else is reported in
+    // their place; the file parses; the guess is left.
+    let after = run.json();
+    all_files_parse(&after);
+    assert_eq!(
+        findings(&after)
+            .iter()
+            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
+            .collect::<Vec<_>>(),
+        [(rule, 64, "maybe-incorrect")],
+        "{after:#}"
+    );
+}
