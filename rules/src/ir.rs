@@ -220,11 +220,20 @@ pub struct Test {
     /// The test holds when what it tests is absent, false or zero: `!x`, `x == 0`, `n < 1`,
     /// `x.is_none()`, `x.is_empty()` (a double negation cancels).
     pub negated: bool,
-    /// The test is an inequality: `x != c` (it holds when the value is not the constant).
-    pub differs: bool,
+    /// The comparison at the top of the test, if it is one.
+    pub comparison: Comparison,
     /// Every constant in `values` and `pats` is a string literal (`"paid"`, not `PAID` or
     /// `Status::Paid`), and there is at least one.
     pub str_lits: bool,
+}
+
+/// The comparison a test is at its top (through parentheses): `x == c` or a pattern match
+/// (`if let P = x`), `x != c`, or something else (`a && b`, a call, a flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Equal,
+    NotEqual,
+    Other,
 }
 
 /// Where a test sits, which says which branches follow it: an `if` is followed by its then
@@ -251,7 +260,7 @@ impl Test {
             values: Box::default(),
             pats: Box::default(),
             negated: false,
-            differs: false,
+            comparison: Comparison::Other,
             str_lits: false,
         }
     }

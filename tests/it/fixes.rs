@@ -241,422 +241,241 @@ fn findings(json: &Value) -> Vec<(String, u64, String, String)> {
         .collect()
 }
 
-/// After `--fix`: the re-lint read every file (none failed to parse).
+/// (rule, line, applicability) of each finding.
+fn rows(json: &Value) -> Vec<(String, u64, String)> {
+    findings(json)
+        .into_iter()
+        .map(|(rule, line, _, fix)| (rule, line, fix))
+        .collect()
+}
+
+fn owned(rows: &[(&str, u64, &str)]) -> Vec<(String, u64, String)> {
+    rows.iter()
+        .map(|(r, l, a)| (r.to_string(), *l, a.to_string()))
+        .collect()
+}
+
+/// `text` with each `(from, to)` made, every `from` found exactly once (so a changed fixture
+/// fails here, not silently).
 #[track_caller]
-fn all_files_parse(json: &Value) {
+fn replaced(text: &str, edits: &[(&str, &str)]) -> String {
+    let mut out = text.to_string();
+    for (from, to) in edits {
+        assert_eq!(out.matches(from).count(), 1, "{from:?} in:\n{out}");
+        out = out.replacen(from, to, 1);
+    }
+    out
+}
+
+/// Applies `--fix` to fixture `case` (under `fixtures/`) linted as a package's `src/lib.rs`:
+/// the findings before are `before` (rule, line, applicability, "" for none), `applied`
+/// fixes are reported, the file becomes the fixture's text with `edits` made, and the
+/// re-lint reads every file (none fails to parse) and finds `after`. Returns the re-lint.
+#[track_caller]
+fn fix_fixture(
+    case: &str,
+    before: &[(&str, u64, &str)],
+    applied: usize,
+    edits: &[(&str, &str)],
+    after: &[(&str, u64, &str)],
+) -> Value {
+    let text = std::fs::read_to_string(crate::support::repo_root().join("fixtures").join(case))
+        .expect("the fixture exists");
+    let p = Project::package("shop");
+    p.write("src/lib.rs", &text);
+    let json = p.run(&["--format", "json"]).json();
+    assert_eq!(rows(&json), owned(before), "{json:#}");
+    let run = p.run(&["--fix", "--format", "json"]);
+    let said = format!("staleguard: {applied} fix(es) applied in 1 file(s)");
+    assert!(run.stderr.contains(&said), "{}", run.stderr);
+    assert_eq!(p.read("src/lib.rs"), replaced(&text, edits));
+    let json = run.json();
     assert_eq!(json["summary"]["skipped"], 0, "{json:#}");
-    assert!(
-        findings(json).iter().all(|f| f.0 != "parse-error"),
-        "{json:#}"
-    );
+    assert_eq!(rows(&json), owned(after), "{json:#}");
+    json
 }
-
-/// A one-time token read with `GET`, the effect, then deleted with `DEL` as a statement: in
-/// the method form with a presence test, with a `let .. else` and a turbofish, as raw
-/// commands, and with the `DEL` only on the success path (a fix for a person to check).
-const GET_THEN_DEL: &str = r#"//! Tokens.
-
-use redis::AsyncCommands;
-
-pub async fn confirm(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, token: &str) -> anyhow::Result<bool> {
-    let key = format!("transfer-confirm:{token}");
-    let pending: Option<String> = con.get(&key).await?;
-    if pending.is_none() {
-        return Ok(false);
-    }
-    http.post("https://bank.example/transfers").json(&token).send().await?;
-    let _: () = con.del(&key).await?;
-    Ok(true)
-}
-
-pub async fn redeem(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, voucher: &str) -> anyhow::Result<()> {
-    let Some(amount) = con.get::<_, Option<i64>>(format!("voucher:{voucher}")).await? else {
-        anyhow::bail!("voucher already used");
-    };
-    http.post("https://wallet.example/credit").json(&amount).send().await?;
-    con.del::<_, ()>(format!("voucher:{voucher}")).await?;
-    Ok(())
-}
-
-pub async fn payout(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, nonce: &str) -> anyhow::Result<()> {
-    let seen: Option<String> = redis::cmd("GET").arg(format!("payout-nonce:{nonce}")).query_async(con).await?;
-    if seen.is_none() {
-        anyhow::bail!("unknown nonce");
-    }
-    http.post("https://bank.example/payouts").json(&nonce).send().await?;
-    let _: () = redis::cmd("DEL").arg(format!("payout-nonce:{nonce}")).query_async(con).await?;
-    Ok(())
-}
-
-pub async fn invite(con: &mut redis::aio::MultiplexedConnection, http: &reqwest::Client, invite: &str) -> anyhow::Result<bool> {
-    let key = format!("invite-token:{invite}");
-    let found: Option<String> = con.get(&key).await?;
-    if found.is_none() {
-        return Ok(false);
-    }
-    let sent = http.post("https://mail.example/send").json(&invite).send().await;
-    if sent.is_ok() {
-        let _: () = con.del(&key).await?;
-    }
-    Ok(sent.is_ok())
-}
-"#;
 
 #[test]
 fn a_get_then_del_of_a_token_becomes_getdel() {
-    let p = Project::package("shop");
-    p.write("src/lib.rs", GET_THEN_DEL);
-    let separate = "token checked and deleted in separate steps around the effect";
-    let before = findings(&p.run(&["--format", "json"]).json());
-    let fix = |line: u64, applicability: &str| {
-        (
-            "token-deleted-before-effect".to_string(),
-            line,
-            separate.to_string(),
-            applicability.to_string(),
-        )
-    };
+    let rule = "token-deleted-before-effect";
+    let after = fix_fixture(
+        "token-deleted-before-effect/getdel_fix.rs",
+        &[
+            (rule, 19, "machine-applicable"),
+            (rule, 30, "machine-applicable"),
+            (rule, 41, "machine-applicable"),
+            (rule, 56, "maybe-incorrect"),
+            (rule, 70, ""),
+        ],
+        3,
+        &[
+            (
+                "con.get(&key).await?;\n    if pending",
+                "con.get_del(&key).await?;\n    if pending",
+            ),
+            (
+                "    let _: () = con.del(&key).await?;\n    //~^ token-deleted-before-effect\n    Ok(true)",
+                "    //~^ token-deleted-before-effect\n    Ok(true)",
+            ),
+            ("con.get::<_, Option<i64>>", "con.get_del::<_, Option<i64>>"),
+            (
+                "    con.del::<_, ()>(format!(\"voucher:{voucher}\")).await?; //~ token-deleted-before-effect\n",
+                "",
+            ),
+            ("redis::cmd(\"GET\")", "redis::cmd(\"GETDEL\")"),
+            (
+                "    let _: () = redis::cmd(\"DEL\").arg(format!(\"payout-nonce:{nonce}\")).query_async(con).await?;\n",
+                "",
+            ),
+        ],
+        // The three check-then-delete races are gone; the maybe-incorrect one and the one
+        // without a fix are left as they were. What the re-lint reports at each `GETDEL` is
+        // the trade-off the fix's message names: the token is now consumed before the effect,
+        // so a failed effect cannot be retried with it.
+        &[
+            (rule, 14, ""),
+            (rule, 25, ""),
+            (rule, 34, ""),
+            (rule, 53, "maybe-incorrect"),
+            (rule, 67, ""),
+        ],
+    );
+    let messages: Vec<String> = findings(&after).into_iter().map(|f| f.2).collect();
     assert_eq!(
-        before,
+        messages,
         [
-            fix(12, "machine-applicable"),
-            fix(21, "machine-applicable"),
-            fix(31, "machine-applicable"),
-            fix(43, "maybe-incorrect"),
+            "token deleted before the effect it guards",
+            "token deleted before the effect it guards",
+            "token deleted before the effect it guards",
+            "token checked and deleted in separate steps around the effect",
+            "token checked and deleted in separate steps around the effect",
         ]
     );
-
-    let run = p.run(&["--fix", "--format", "json"]);
-    assert!(
-        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
-        "{}",
-        run.stderr
-    );
-    let expected = GET_THEN_DEL
-        .replace(
-            "con.get(&key).await?;\n    if pending",
-            "con.get_del(&key).await?;\n    if pending",
-        )
-        .replace("    let _: () = con.del(&key).await?;\n    Ok(true)", "    Ok(true)")
-        .replace("con.get::<_, Option<i64>>", "con.get_del::<_, Option<i64>>")
-        .replace(
-            "    con.del::<_, ()>(format!(\"voucher:{voucher}\")).await?;\n",
-            "",
-        )
-        .replace("redis::cmd(\"GET\")", "redis::cmd(\"GETDEL\")")
-        .replace(
-            "    let _: () = redis::cmd(\"DEL\").arg(format!(\"payout-nonce:{nonce}\")).query_async(con).await?;\n",
-            "",
-        );
-    assert_eq!(p.read("src/lib.rs"), expected);
-    // The re-lint: the three check-then-delete races are gone and the file parses; the
-    // maybe-incorrect one is left as it was. What remains of the fixed ones is the trade-off
-    // the fix's message names: the token is now consumed before the effect, so a failed
-    // effect cannot be retried with it.
-    let after = run.json();
-    all_files_parse(&after);
-    let left = findings(&after);
-    assert_eq!(
-        left.iter()
-            .filter(|f| f.2 == separate)
-            .map(|f| (f.1, f.3.as_str()))
-            .collect::<Vec<_>>(),
-        [(40, "maybe-incorrect")],
-        "{after:#}"
-    );
-    assert_eq!(
-        left.iter()
-            .filter(|f| f.2 != separate)
-            .map(|f| (f.1, f.2.as_str()))
-            .collect::<Vec<_>>(),
-        [
-            (7, "token deleted before the effect it guards"),
-            (16, "token deleted before the effect it guards"),
-            (24, "token deleted before the effect it guards"),
-        ],
-        "{after:#}"
-    );
 }
-
-/// Redis claims whose expiry a second command sets: `set_nx` then `expire`, `cmd("SETNX")`
-/// then `cmd("EXPIRE")`, `SET .. NX` then `pexpire` (with the claim's argument list spread
-/// over lines, ending in a comma), and an `expire` made before the claim's answer is looked
-/// at (a fix for a person to check).
-const CLAIM_THEN_EXPIRE: &str = r#"//! Claims.
-
-use redis::AsyncCommands;
-
-pub async fn digest(con: &mut redis::aio::MultiplexedConnection, id: i64) -> redis::RedisResult<bool> {
-    let key = format!("digest:{id}");
-    let fresh: bool = con.set_nx(&key, "sending").await?;
-    if !fresh {
-        return Ok(false);
-    }
-    let _: () = con.expire(&key, 172_800).await?;
-    Ok(true)
-}
-
-pub async fn export(con: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {
-    let got: bool = redis::cmd("SETNX").arg("lock:export").arg(1).query_async(con).await?;
-    if !got {
-        return Ok(());
-    }
-    let _: () = redis::cmd("EXPIRE").arg("lock:export").arg(60).query_async(con).await?;
-    Ok(())
-}
-
-pub async fn report(con: &mut redis::aio::MultiplexedConnection, me: &str) -> redis::RedisResult<()> {
-    let got: bool = con
-        .set_nx(
-            "lock:report",
-            me,
-        )
-        .await?;
-    if !got {
-        return Ok(());
-    }
-    con.pexpire::<_, ()>("lock:report", 30_000).await?;
-    Ok(())
-}
-
-pub async fn refresh(con: &mut redis::aio::MultiplexedConnection, id: i64) -> redis::RedisResult<bool> {
-    let key = format!("refresh:{id}");
-    let fresh: bool = con.set_nx(&key, 1).await?;
-    let _: () = con.expire(&key, 300).await?;
-    Ok(fresh)
-}
-"#;
 
 #[test]
 fn a_setnx_then_expire_becomes_one_set_nx_with_the_expiry() {
-    let p = Project::package("shop");
-    p.write("src/lib.rs", CLAIM_THEN_EXPIRE);
     let rule = "processing-without-lease";
-    let claims = |json: &Value| -> Vec<(u64, String)> {
-        findings(json)
-            .into_iter()
-            .filter(|f| f.0 == rule)
-            .map(|f| (f.1, f.3))
-            .collect()
+    let options = |expiry: &str| {
+        format!(
+            "redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{expiry})"
+        )
     };
-    let before = p.run(&["--format", "json"]).json();
-    assert_eq!(
-        claims(&before),
-        [
-            (7, "machine-applicable".to_string()),
-            (16, "machine-applicable".to_string()),
-            (25, "machine-applicable".to_string()),
-            (40, "maybe-incorrect".to_string()),
+    let digest = format!(
+        "con.set_options(&key, \"sending\", {}).await?; //~",
+        options("EX(172_800)")
+    );
+    let upload = format!(
+        "        .set_options(\n            \"lock:upload\",\n            me,\n        {}, )",
+        options("PX(30_000)")
+    );
+    fix_fixture(
+        "processing-without-lease/redis_claim_then_expire.rs",
+        &[
+            (rule, 15, "machine-applicable"),
+            (rule, 25, "machine-applicable"),
+            (rule, 36, "machine-applicable"),
+            (rule, 48, "machine-applicable"),
+            (rule, 64, ""),
+            (rule, 75, "maybe-incorrect"),
         ],
-        "{before:#}"
-    );
-    assert!(
-        findings(&before)[0]
-            .2
-            .contains("is claimed with no expiry, and a second command sets one")
-    );
-
-    let run = p.run(&["--fix", "--format", "json"]);
-    assert!(
-        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
-        "{}",
-        run.stderr
-    );
-    let expected = CLAIM_THEN_EXPIRE
-        .replace(
-            "con.set_nx(&key, \"sending\")",
-            "con.set_options(&key, \"sending\", redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::EX(172_800)))",
-        )
-        .replace("    let _: () = con.expire(&key, 172_800).await?;\n", "")
-        .replace(
-            "redis::cmd(\"SETNX\").arg(\"lock:export\").arg(1)",
-            "redis::cmd(\"SET\").arg(\"lock:export\").arg(1).arg(\"NX\").arg(\"EX\").arg(60)",
-        )
-        .replace(
-            "    let _: () = redis::cmd(\"EXPIRE\").arg(\"lock:export\").arg(60).query_async(con).await?;\n",
-            "",
-        )
-        .replace(
-            "        .set_nx(\n            \"lock:report\",\n            me,\n        )",
-            "        .set_options(\n            \"lock:report\",\n            me,\n        redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::PX(30_000)), )",
-        )
-        .replace(
-            "    con.pexpire::<_, ()>(\"lock:report\", 30_000).await?;\n",
-            "",
-        );
-    assert_eq!(p.read("src/lib.rs"), expected);
-    // The re-lint: the three two-step claims are gone, nothing else is reported in their
-    // place, and the file parses; the maybe-incorrect one is left.
-    let after = run.json();
-    all_files_parse(&after);
-    assert_eq!(
-        findings(&after)
-            .iter()
-            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
-            .collect::<Vec<_>>(),
-        [(rule, 37, "maybe-incorrect")],
-        "{after:#}"
+        4,
+        &[
+            ("con.set_nx(&key, \"sending\").await?; //~", &digest),
+            ("    let _: () = con.expire(&key, 172_800).await?;\n", ""),
+            (
+                "redis::cmd(\"SETNX\").arg(\"lock:export\").arg(1)",
+                "redis::cmd(\"SET\").arg(\"lock:export\").arg(1).arg(\"NX\").arg(\"EX\").arg(60)",
+            ),
+            (
+                "    let _: () = redis::cmd(\"EXPIRE\").arg(\"lock:export\").arg(60).query_async(con).await?;\n",
+                "",
+            ),
+            (
+                ".arg(me).arg(\"NX\")",
+                ".arg(me).arg(\"NX\").arg(\"PX\").arg(30_000)",
+            ),
+            (
+                "    con.pexpire::<_, ()>(\"lock:report\", 30_000).await?;\n",
+                "",
+            ),
+            (
+                "        .set_nx(\n            \"lock:upload\",\n            me,\n        )",
+                &upload,
+            ),
+            (
+                "    con.pexpire::<_, ()>(\"lock:upload\", 30_000).await?;\n",
+                "",
+            ),
+        ],
+        // The four two-step claims are gone and nothing is reported in their place; the one
+        // without a fix and the maybe-incorrect one are left.
+        &[(rule, 60, ""), (rule, 71, "maybe-incorrect")],
     );
 }
-
-/// State writes by key alone where the function shows the state expected: a read tested with
-/// `!=` (rows affected not checked), a `match` with one arm that goes on and an `OR` filter
-/// before `RETURNING` in a raw literal (rows affected checked), an earlier write of the
-/// function, and a Rust variant (a guess for a person to check).
-const UPDATE_BY_KEY: &str = r##"//! States.
-
-pub enum InvoiceStatus {
-    Open,
-    Paid,
-}
-
-pub async fn ship(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
-    let status: String = sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(id)
-        .fetch_one(db)
-        .await?;
-    if status != "paid" {
-        return Ok(());
-    }
-    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
-        .bind(id)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
-pub async fn approve(db: &sqlx::PgPool, id: i64) -> sqlx::Result<bool> {
-    let refund: (String,) = sqlx::query_as("SELECT status FROM refunds WHERE id = $1")
-        .bind(id)
-        .fetch_one(db)
-        .await?;
-    let status = refund.0;
-    match status.as_str() {
-        "requested" => {}
-        _ => return Ok(false),
-    }
-    let done = sqlx::query(
-        r#"UPDATE refunds
-           SET status = 'approved'
-           WHERE id = $1 OR legacy_id = $1
-           RETURNING id"#,
-    )
-    .bind(id)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-pub async fn capture(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE payments SET status = 'capturing' WHERE id = $1 AND status = 'authorized'")
-        .bind(id)
-        .execute(db)
-        .await?;
-    sqlx::query("UPDATE payments SET status = 'captured' WHERE id = $1")
-        .bind(id)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
-pub async fn pay(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
-    let row: (InvoiceStatus,) = sqlx::query_as("SELECT status FROM invoices WHERE id = $1")
-        .bind(id)
-        .fetch_one(db)
-        .await?;
-    let status = row.0;
-    if let InvoiceStatus::Open = status {
-        sqlx::query("UPDATE invoices SET status = 'paid' WHERE id = $1")
-            .bind(id)
-            .execute(db)
-            .await?;
-    }
-    Ok(())
-}
-
-pub async fn reopen(db: &sqlx::PgPool, id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'paid'")
-        .bind(id)
-        .execute(db)
-        .await?;
-    sqlx::query("UPDATE refunds SET status = 'rejected' WHERE id = $1 AND status = 'requested'")
-        .bind(id)
-        .execute(db)
-        .await?;
-    sqlx::query("UPDATE invoices SET status = 'void' WHERE id = $1 AND status = 'open'")
-        .bind(id)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-"##;
 
 #[test]
 fn an_update_by_key_gains_the_state_the_function_expects() {
-    let p = Project::package("shop");
-    p.write("src/lib.rs", UPDATE_BY_KEY);
     let rule = "unguarded-state-transition";
-    let before = p.run(&["--format", "json"]).json();
-    assert_eq!(
-        findings(&before)
-            .iter()
-            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
-            .collect::<Vec<_>>(),
-        [
-            (rule, 16, "machine-applicable"),
-            (rule, 33, "machine-applicable"),
-            (rule, 50, "machine-applicable"),
-            (rule, 64, "maybe-incorrect"),
+    let after = fix_fixture(
+        "unguarded-state-transition/expected_state_fix.rs",
+        &[
+            (rule, 25, "machine-applicable"),
+            (rule, 44, "machine-applicable"),
+            (rule, 63, "machine-applicable"),
+            (rule, 79, "maybe-incorrect"),
+            (rule, 98, ""),
+            (rule, 113, ""),
         ],
-        "{before:#}"
-    );
-    let fix_message = |i: usize| before["findings"][i]["suggestions"][0]["message"].clone();
-    // The help says to check the rows affected where the write does not.
-    assert_eq!(
-        fix_message(0),
-        "expect the state the function relies on: `.. AND status = 'paid'`, and check the rows affected (0 means the record moved on first), which this write does not do yet"
-    );
-    assert_eq!(
-        fix_message(1),
-        "expect the state the function relies on: `.. AND status = 'requested'`"
+        3,
+        &[
+            (
+                "\n    sqlx::query(\"UPDATE orders SET status = 'shipped' WHERE id = $1\"",
+                "\n    sqlx::query(\"UPDATE orders SET status = 'shipped' WHERE id = $1 AND status = 'paid'\"",
+            ),
+            (
+                "WHERE id = $1 OR legacy_id = $1\n",
+                "WHERE (id = $1 OR legacy_id = $1) AND status = 'requested'\n",
+            ),
+            (
+                "SET status = 'captured' WHERE id = $1\"",
+                "SET status = 'captured' WHERE id = $1 AND status = 'capturing'\"",
+            ),
+        ],
+        // The three writes are compare-and-sets now and nothing else is reported in their
+        // place; the guess and the writes without a fix are left.
+        &[
+            (rule, 79, "maybe-incorrect"),
+            (rule, 98, ""),
+            (rule, 113, ""),
+        ],
     );
     assert!(
-        fix_message(3)
+        after["findings"][0]["suggestions"][0]["message"]
             .as_str()
             .unwrap()
             .contains("`.. AND status = 'open'`")
     );
+}
 
-    let run = p.run(&["--fix", "--format", "json"]);
-    assert!(
-        run.stderr.contains("3 fix(es) applied in 1 file(s)"),
-        "{}",
-        run.stderr
-    );
-    let expected = UPDATE_BY_KEY
-        .replace(
-            "SET status = 'shipped' WHERE id = $1\"",
-            "SET status = 'shipped' WHERE id = $1 AND status = 'paid'\"",
-        )
-        .replace(
-            "WHERE id = $1 OR legacy_id = $1\n",
-            "WHERE (id = $1 OR legacy_id = $1) AND status = 'requested'\n",
-        )
-        .replace(
-            "SET status = 'captured' WHERE id = $1\"",
-            "SET status = 'captured' WHERE id = $1 AND status = 'capturing'\"",
-        );
-    assert_eq!(p.read("src/lib.rs"), expected);
-    // The re-lint: the three writes are compare-and-sets now and nothing else is reported in
-    // their place; the file parses; the guess is left.
-    let after = run.json();
-    all_files_parse(&after);
+#[test]
+fn the_state_fix_says_to_check_the_rows_affected_where_the_write_does_not() {
+    let text = std::fs::read_to_string(
+        crate::support::repo_root()
+            .join("fixtures/unguarded-state-transition/expected_state_fix.rs"),
+    )
+    .unwrap();
+    let p = Project::package("shop");
+    p.write("src/lib.rs", &text);
+    let json = p.run(&["--format", "json"]).json();
+    let message = |i: usize| json["findings"][i]["suggestions"][0]["message"].clone();
+    // `ship` drops the write's result; `approve_refund` tests its rows affected.
     assert_eq!(
-        findings(&after)
-            .iter()
-            .map(|f| (f.0.as_str(), f.1, f.3.as_str()))
-            .collect::<Vec<_>>(),
-        [(rule, 64, "maybe-incorrect")],
-        "{after:#}"
+        message(0),
+        "expect the state the function relies on: `.. AND status = 'paid'`, and check the rows affected (0 means the record moved on first), which this write does not do yet"
+    );
+    assert_eq!(
+        message(1),
+        "expect the state the function relies on: `.. AND status = 'requested'`"
     );
 }

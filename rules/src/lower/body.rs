@@ -88,7 +88,9 @@ impl BodyLowerer<'_, '_> {
         t.values = values.into();
         t.pats = pats.into();
         t.negated = matches!(tested, [e] if conds::negated(e));
-        t.differs = matches!(tested, [e] if conds::differs(e));
+        if let [e] = tested {
+            t.comparison = conds::comparison(e);
+        }
         self.push(sp, EventKind::Cond(Box::new(t)))
     }
 
@@ -122,18 +124,7 @@ impl BodyLowerer<'_, '_> {
     /// Records a statement that runs call `call` and drops its value: its whole lines when
     /// nothing but blanks and a line comment shares them, else the statement itself.
     fn discard(&mut self, call: u32, sp: Sp) {
-        let before = self.lines.line_text(sp.line as usize);
-        let after = self.lines.line_text(sp.end_line as usize);
-        let alone = before
-            .chars()
-            .take(sp.col as usize - 1)
-            .all(char::is_whitespace)
-            && {
-                let rest: String = after.chars().skip(sp.end_col as usize - 1).collect();
-                let rest = rest.trim();
-                rest.is_empty() || rest.starts_with("//")
-            };
-        let sp = if alone {
+        let sp = if self.lines.stands_alone(sp) {
             Sp {
                 line: sp.line,
                 col: 1,

@@ -219,7 +219,11 @@ impl BodyLowerer<'_, '_> {
                 && let Some(lit) = str_lit(a)
             {
                 x.sql_end = sql_end(lit);
-                x.sql_where = sql_where(lit);
+                if x.sql.as_ref().is_some_and(|q| {
+                    q.filtered && matches!(q.kind, sql::SqlKind::Update | sql::SqlKind::Delete)
+                }) {
+                    x.sql_where = sql_where(lit);
+                }
             }
             if arg.closure {
                 deferred.push(a);

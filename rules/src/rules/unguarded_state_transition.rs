@@ -5,7 +5,7 @@
 use super::RuleCx;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Assigned, Effect, EffectKind};
-use crate::ir::{Call, EventKind, Region, Sp};
+use crate::ir::{Call, Comparison, EventKind, Region, Sp};
 use crate::query;
 use crate::sql::{SqlKind, SqlValue};
 use crate::state_writes::{
@@ -386,10 +386,10 @@ fn expected_state(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> Opti
         let value = match test.role {
             crate::ir::TestRole::If if test.values.len() == 1 && !test.negated => {
                 let then = *branches.first()?;
-                let holds = if test.differs {
-                    diverges(then) && w > cx.region_end(then)
-                } else {
-                    inside(then)
+                let holds = match test.comparison {
+                    Comparison::NotEqual => diverges(then) && w > cx.region_end(then),
+                    Comparison::Equal => inside(then),
+                    Comparison::Other => false,
                 };
                 holds.then(|| test.values[0].clone())?
             }
