@@ -73,11 +73,13 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Applies the machine-applicable suggestions of the findings (identical edits once; an edit
-/// that overlaps one already taken is left for a later run). A file whose text changed since
-/// it was analysed is left alone.
+/// Applies the machine-applicable suggestions of the findings, each whole or not at all: one
+/// whose edits overlap those of a suggestion already taken is left for a later run, and an
+/// identical one is applied once. A file whose text changed since it was analysed is left
+/// alone. Counts the suggestions applied.
 pub fn fix(outcome: &Outcome) -> Result<Edited, String> {
-    let mut per_file: BTreeMap<PathBuf, (Arc<str>, Vec<Replacement>)> = BTreeMap::new();
+    // Per file: its text and the suggestions to apply to it, each its list of edits.
+    let mut per_file: BTreeMap<PathBuf, (Arc<str>, Vec<Vec<Replacement>>)> = BTreeMap::new();
     for f in &outcome.findings {
         let Some(root) = &f.root else {
             continue;
@@ -88,55 +90,125 @@ pub fn fix(outcome: &Outcome) -> Result<Edited, String> {
             .iter()
             .filter(|s| s.applicability == Applicability::MachineApplicable)
         {
-            for e in &s.edits {
-                let path = root.join(&e.span.file);
-                let text = if e.span.file == f.diag.primary.file {
-                    f.source.clone()
-                } else {
-                    std::fs::read_to_string(&path).ok().map(Arc::from)
-                };
-                let Some(text) = text else {
-                    continue;
-                };
-                per_file
-                    .entry(path)
-                    .or_insert_with(|| (text, Vec::new()))
-                    .1
-                    .push((e.span.byte_start, e.span.byte_end, e.replacement.as_str()));
+            // A suggestion's edits are in one file.
+            let Some(file) = s.edits.first().map(|e| &e.span.file) else {
+                continue;
+            };
+            if s.edits.iter().any(|e| &e.span.file != file) {
+                continue;
             }
+            let path = root.join(file);
+            let text = if *file == f.diag.primary.file {
+                f.source.clone()
+            } else {
+                std::fs::read_to_string(&path).ok().map(Arc::from)
+            };
+            let Some(text) = text else {
+                continue;
+            };
+            let mut edits: Vec<Replacement> = s
+                .edits
+                .iter()
+                .map(|e| (e.span.byte_start, e.span.byte_end, e.replacement.as_str()))
+                .collect();
+            edits.sort_by_key(|(start, end, _)| (*start, *end));
+            per_file
+                .entry(path)
+                .or_insert_with(|| (text, Vec::new()))
+                .1
+                .push(edits);
         }
     }
     let mut edited = Edited::default();
-    for (path, (text, mut edits)) in per_file {
+    for (path, (text, suggestions)) in per_file {
         let now = std::fs::read_to_string(&path).unwrap_or_default();
         if *now != *text {
             continue;
         }
-        edits.sort_by_key(|(start, end, _)| (*start, *end));
-        edits.dedup();
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        let mut applied = 0;
-        for (start, end, replacement) in edits {
-            let fits = start >= at
-                && end >= start
-                && end <= text.len()
-                && text.is_char_boundary(start)
-                && text.is_char_boundary(end);
-            if !fits {
-                continue;
-            }
-            out.push_str(&text[at..start]);
-            out.push_str(replacement);
-            at = end;
-            applied += 1;
+        let (out, applied) = apply(&text, suggestions);
+        if applied == 0 {
+            continue;
         }
-        out.push_str(&text[at..]);
-        if applied > 0 {
-            write(&path, &out)?;
-            edited.files += 1;
-            edited.edits += applied;
-        }
+        write(&path, &out)?;
+        edited.files += 1;
+        edited.edits += applied;
     }
     Ok(edited)
+}
+
+/// `text` with the suggestions applied, each whole or not at all (in order of their first
+/// edit; one that clashes with a suggestion taken before it, or within itself, is left), and
+/// how many were applied. Two edits clash when their ranges share text or both insert at one
+/// point; an identical suggestion is applied once.
+fn apply(text: &str, mut suggestions: Vec<Vec<Replacement<'_>>>) -> (String, usize) {
+    suggestions.sort();
+    suggestions.dedup();
+    let fits = |&(start, end, _): &Replacement<'_>| {
+        end >= start
+            && end <= text.len()
+            && text.is_char_boundary(start)
+            && text.is_char_boundary(end)
+    };
+    let clash = |a: &Replacement<'_>, b: &Replacement<'_>| {
+        a.0 < b.1 && b.0 < a.1 || a.0 == a.1 && b.0 == b.1 && a.0 == b.0
+    };
+    let mut taken: Vec<Replacement<'_>> = Vec::new();
+    let mut applied = 0;
+    for edits in suggestions {
+        let alone = edits
+            .iter()
+            .enumerate()
+            .all(|(i, a)| edits[i + 1..].iter().all(|b| !clash(a, b)));
+        if edits.iter().all(fits)
+            && alone
+            && edits.iter().all(|a| taken.iter().all(|b| !clash(a, b)))
+        {
+            taken.extend(edits);
+            applied += 1;
+        }
+    }
+    taken.sort_by_key(|(start, end, _)| (*start, *end));
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, replacement) in taken {
+        out.push_str(&text[at..start]);
+        out.push_str(replacement);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    (out, applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apply;
+
+    #[test]
+    fn a_suggestion_applies_whole_or_not_at_all() {
+        let text = "let a = get(k); effect(); del(k);";
+        // Rename `get` and remove `del(k);`, and a second suggestion that renames `get`
+        // differently and removes `effect();`: the one taken first (`fetch` sorts first) is
+        // applied whole, and none of the other, which clashes with it on `get`.
+        let first = vec![(8, 11, "get_del"), (26, 33, "")];
+        let second = vec![(8, 11, "fetch"), (16, 25, "")];
+        let (out, applied) = apply(text, vec![second.clone(), first.clone()]);
+        assert_eq!((out.as_str(), applied), ("let a = fetch(k);  del(k);", 1));
+        let (out, applied) = apply(text, vec![first.clone(), first.clone()]);
+        assert_eq!(
+            (out.as_str(), applied),
+            ("let a = get_del(k); effect(); ", 1)
+        );
+        // Two insertions at one point clash; an insertion next to a replacement does not.
+        let (out, applied) = apply(
+            text,
+            vec![vec![(3, 3, "X")], vec![(3, 3, "Y")], vec![(4, 5, "b")]],
+        );
+        assert_eq!(
+            (out.as_str(), applied),
+            ("letX b = get(k); effect(); del(k);", 2)
+        );
+        // An edit out of the text or off a char boundary takes its suggestion with it.
+        let (out, applied) = apply(text, vec![vec![(0, 3, "var"), (30, 99, "")]]);
+        assert_eq!((out.as_str(), applied), (text, 0));
+    }
 }

@@ -791,6 +791,9 @@ pub(crate) const REDIS_READ_COMMANDS: &[&str] = &[
     "SISMEMBER",
     "TTL",
 ];
+/// Redis steps whose integer literal arguments lowering keeps (`expire(&key, 300)`,
+/// `.arg(300)`): fixes that move an expiry into the claim need its text.
+pub(crate) const REDIS_INT_ARG_STEPS: &[&str] = &["expire", "pexpire", "arg"];
 /// Commands and methods that delete.
 pub(crate) const REDIS_DELETE_COMMANDS: &[&str] = &["DEL", "UNLINK", "HDEL", "GETDEL"];
 pub(crate) const REDIS_DELETE_METHODS: &[&str] = &["del", "unlink", "hdel", "get_del", "getdel"];

@@ -133,6 +133,17 @@ pub struct Body {
     pub ret: Box<[Name]>,
     /// Boxed once lowering is done: no spare capacity is kept for the run.
     pub events: Box<[Event]>,
+    /// The statements that run one call and drop its value, for fixes that remove them.
+    pub discards: Box<[Discard]>,
+}
+
+/// A statement that runs one call chain and drops its value (`call;`, `let _ = call;`, `let _:
+/// () = call;`): the call's event, and the text a fix removes to delete it (the statement's
+/// whole lines when nothing but blanks and a line comment shares them, else the statement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discard {
+    pub call: u32,
+    pub sp: Sp,
 }
 
 #[derive(Debug, Clone)]
@@ -209,6 +220,20 @@ pub struct Test {
     /// The test holds when what it tests is absent, false or zero: `!x`, `x == 0`, `n < 1`,
     /// `x.is_none()`, `x.is_empty()` (a double negation cancels).
     pub negated: bool,
+    /// The comparison at the top of the test, if it is one.
+    pub comparison: Comparison,
+    /// Every constant in `values` and `pats` is a string literal (`"paid"`, not `PAID` or
+    /// `Status::Paid`), and there is at least one.
+    pub str_lits: bool,
+}
+
+/// The comparison a test is at its top (through parentheses): `x == c` or a pattern match
+/// (`if let P = x`), `x != c`, or something else (`a && b`, a call, a flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Equal,
+    NotEqual,
+    Other,
 }
 
 /// Where a test sits, which says which branches follow it: an `if` is followed by its then
@@ -235,6 +260,8 @@ impl Test {
             values: Box::default(),
             pats: Box::default(),
             negated: false,
+            comparison: Comparison::Other,
+            str_lits: false,
         }
     }
 }
@@ -337,6 +364,11 @@ pub struct Step {
     pub awaited: bool,
     /// `?` after this step (and its await).
     pub tried: bool,
+    /// Its argument list ends in a comma (`f(a, b,)`).
+    pub trailing_comma: bool,
+    /// From its name (the function path of a root step) to its closing parenthesis, for fixes
+    /// that rename it or add arguments.
+    pub sp: Sp,
 }
 
 /// What the classifier needs to know about one argument. Rare facts live in `extra`, so the
@@ -376,6 +408,25 @@ pub struct ArgExtra {
     /// an empty span just before the closing quote (`None` when the statement ends in a `;`,
     /// whitespace or an escape, where appending is not that simple).
     pub sql_end: Option<Sp>,
+    /// For an `UPDATE` or `DELETE` string literal argument, its `WHERE` predicate in the
+    /// source (see [`SqlWhere`]).
+    pub sql_where: Option<SqlWhere>,
+    /// An integer literal argument of a Redis expiry step (see
+    /// `apis::REDIS_INT_ARG_STEPS`), as written without its suffix (`172_800`).
+    pub int: Option<Name>,
+}
+
+/// Where a SQL literal's `WHERE` predicate is in the source: from its first token to the end
+/// of its last (before any `RETURNING`, `ORDER BY`, `LIMIT`, `;`), for fixes that add a
+/// condition to it. Recorded only when the literal's text is its value (no escapes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlWhere {
+    pub sp: Sp,
+    /// The predicate has a top-level `OR`: a condition added with `AND` needs parentheses.
+    pub or: bool,
+    /// The statement names a quoted identifier or more than one table (`UPDATE .. FROM`), so
+    /// a bare column name may not say what is meant.
+    pub ambiguous: bool,
 }
 
 impl ArgExtra {
@@ -387,6 +438,7 @@ impl ArgExtra {
             && self.eq_cols.is_empty()
             && self.calls.is_empty()
             && self.lit.is_none()
+            && self.int.is_none()
     }
 }
 
@@ -397,7 +449,7 @@ pub const LOCAL_VALUE: &str = "=";
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;
-        options: lit: StructLit, value: Name;
+        options: lit: StructLit, value: Name, int: Name;
         boxed: sql: SqlInfo
     }
 }

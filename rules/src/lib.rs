@@ -27,6 +27,7 @@ mod name;
 mod par;
 mod parse;
 mod query;
+mod redis_calls;
 pub mod registry;
 mod rules;
 mod schema;

@@ -8,6 +8,9 @@ use proc_macro2::Span;
 /// The recursion budget for lowering nested expressions; deeper nesting becomes opaque.
 pub const MAX_DEPTH: u32 = 256;
 
+/// How far into a line holding non-ASCII text [`LineIndex::stands_alone`] looks.
+const WIDE_COLUMNS: usize = 256;
+
 /// Byte offsets of line starts, for turning (line, char column) into byte offsets.
 pub struct LineIndex<'a> {
     text: &'a str,
@@ -55,6 +58,47 @@ impl<'a> LineIndex<'a> {
             note(i + j, b, &mut starts);
         }
         LineIndex { text, starts, wide }
+    }
+
+    /// Whether the text of `sp` stands alone on its lines: only blanks before it on its first
+    /// line, only blanks or a line comment after it on its last. Only the blanks next to it are
+    /// read (and at most [`WIDE_COLUMNS`] columns into a line that is not ASCII), so a long line
+    /// costs no more than a short one.
+    pub fn stands_alone(&self, sp: Sp) -> bool {
+        let (Some(start), Some(end)) = (
+            self.byte_at(sp.line, sp.col),
+            self.byte_at(sp.end_line, sp.end_col),
+        ) else {
+            return false;
+        };
+        let bytes = self.text.as_bytes();
+        let blanks = bytes[..start]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        if start > blanks && bytes[start - blanks - 1] != b'\n' {
+            return false;
+        }
+        let rest = self.text[end..].trim_start_matches([' ', '\t', '\r']);
+        rest.is_empty() || rest.starts_with('\n') || rest.starts_with("//")
+    }
+
+    /// The byte offset of a 1-based line and 1-based char column, when it is cheap to find:
+    /// on an ASCII line, or within [`WIDE_COLUMNS`] columns of a line that is not.
+    fn byte_at(&self, line: u32, col: u32) -> Option<usize> {
+        let idx = line.checked_sub(1)?;
+        let start = *self.starts.get(idx as usize)? as usize;
+        let col = col.checked_sub(1)? as usize;
+        let at = if self.wide.binary_search(&idx).is_err() {
+            start + col
+        } else if col <= WIDE_COLUMNS {
+            let text = self.text.get(start..)?;
+            start + text.char_indices().nth(col).map_or(text.len(), |(i, _)| i)
+        } else {
+            return None;
+        };
+        (at <= self.text.len() && self.text.is_char_boundary(at)).then_some(at)
     }
 
     /// Byte offset of a 1-based line and 0-based char column.
@@ -204,7 +248,7 @@ fn byte_of(text: &str, starts: &[u32], line: usize, col: usize) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::LineIndex;
+    use super::{LineIndex, Sp};
 
     #[test]
     fn lines_give_the_same_bytes_as_the_text() {
@@ -260,5 +304,28 @@ mod tests {
         let long = super::Starts::new(vec![0, 10, 70_010, 70_020]);
         assert!(matches!(long, super::Starts::Full(_)));
         assert_eq!(long.get(2), Some(70_010));
+    }
+
+    #[test]
+    fn a_statement_stands_alone_with_only_blanks_and_a_comment_around_it() {
+        let text = "fn f() {\n    a();\n    b(); // why\r\n    x; c();\n    d(); e\n  é; g();\n\tz();}\n    ü(); // é\n";
+        let index = LineIndex::new(text);
+        let sp = |line, col, end_col| Sp {
+            line,
+            col,
+            end_line: line,
+            end_col,
+        };
+        // `a();`, `b(); // why`, `ü(); // é` (a line that is not ASCII).
+        assert!(index.stands_alone(sp(2, 5, 9)));
+        assert!(index.stands_alone(sp(3, 5, 9)));
+        assert!(index.stands_alone(sp(8, 5, 9)));
+        // `c();` after `x;`, `d();` before `e`, `g();` after `é;`, `z();` before `}`.
+        assert!(!index.stands_alone(sp(4, 8, 12)));
+        assert!(!index.stands_alone(sp(5, 5, 9)));
+        assert!(!index.stands_alone(sp(6, 6, 10)));
+        assert!(!index.stands_alone(sp(7, 2, 6)));
+        // `{` ends the first line, but `fn f()` is before it.
+        assert!(!index.stands_alone(sp(1, 8, 9)));
     }
 }

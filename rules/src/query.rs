@@ -283,6 +283,29 @@ pub fn same_table_prefixed(a: Option<&str>, b: Option<&str>) -> bool {
         }
 }
 
+/// Does event `b` (after `a`) run whenever the body goes on past `a`: not inside a branch,
+/// loop or closure that `a` is not in? The regions between them are all closed again.
+pub fn same_block(body: &Body, a: u32, b: u32) -> bool {
+    let mut depth = 0i32;
+    for ev in body
+        .events
+        .get(a as usize + 1..b as usize)
+        .unwrap_or_default()
+    {
+        match ev.kind {
+            EventKind::Enter(_) => depth += 1,
+            EventKind::Leave => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    a < b && depth == 0
+}
+
 /// Whether the result of call event `r` is used: bound to a name, or tested.
 pub fn result_used(body: &Body, r: u32) -> bool {
     body.events.iter().any(|e| {

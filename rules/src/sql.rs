@@ -658,6 +658,87 @@ fn push_unique(v: &mut Vec<Name>, s: impl Into<Name>) {
     }
 }
 
+/// Where the `WHERE` predicate of an `UPDATE` or `DELETE` is in its text: the (line, char
+/// column) of its first token and just past its last, both 1-based; whether it has a top-level
+/// `OR`; and whether the statement names a quoted identifier or joins another table (`FROM`,
+/// `USING`), where a bare column name may not say what is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Predicate {
+    pub start: (u32, u32),
+    pub end: (u32, u32),
+    pub or: bool,
+    pub ambiguous: bool,
+}
+
+/// The `WHERE` predicate of an `UPDATE` or `DELETE` statement (see [`Predicate`]): it ends
+/// before a top-level `RETURNING`, `ORDER BY`, `LIMIT`, `;` or the end of the text. `None` for
+/// other statements, one without a `WHERE`, a `WITH` query or text with `format!` holes.
+pub fn predicate(text: &str) -> Option<Predicate> {
+    if text.contains('{') {
+        return None;
+    }
+    let dialect = PostgreSqlDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .ok()?;
+    let toks: Vec<_> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let kw = |i: usize, k: &str| {
+        matches!(&toks.get(i)?.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k))
+            .then_some(())
+    };
+    if kw(0, "update").is_none() && kw(0, "delete").is_none() {
+        return None;
+    }
+    let mut ambiguous = toks.iter().any(|t| {
+        matches!(&t.token, Token::Word(w) if w.quote_style.is_some())
+            || matches!(t.token, Token::DoubleQuotedString(_))
+    });
+    let mut depth = 0i32;
+    // The first token of the predicate and the last one.
+    let mut first = None;
+    let mut last = None;
+    let mut or = false;
+    for (i, t) in toks.iter().enumerate() {
+        let top = depth == 0;
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::SemiColon if top => break,
+            _ => {}
+        }
+        if first.is_none() {
+            if top {
+                // `DELETE FROM t` names its table with FROM; a later FROM or USING joins another.
+                ambiguous |= kw(i, "using").is_some() || kw(i, "from").is_some() && i > 1;
+                if kw(i, "where").is_some() {
+                    first = toks.get(i + 1);
+                }
+            }
+            continue;
+        }
+        if top
+            && ["returning", "order", "limit", "offset", "for"]
+                .iter()
+                .any(|k| kw(i, k).is_some())
+        {
+            break;
+        }
+        or |= top && kw(i, "or").is_some();
+        last = Some(*t);
+    }
+    let (first, last) = (first?, last?);
+    let at = |l: &sqlparser::tokenizer::Location| (l.line as u32, l.column as u32);
+    Some(Predicate {
+        start: at(&first.span.start),
+        end: at(&last.span.end),
+        or,
+        ambiguous,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,5 +892,40 @@ mod tests {
         let i = classify("UPDATE {table} SET status = '{}' WHERE id = $1").unwrap();
         assert_eq!(i.kind, SqlKind::Update);
         assert_eq!(i.set_cols, vec!["status"]);
+    }
+
+    #[test]
+    fn a_predicate_ends_before_returning_and_says_where_it_is() {
+        let text = "UPDATE orders SET status = 'paid' WHERE id = $1 RETURNING id";
+        let p = predicate(text).unwrap();
+        let (s, e) = (p.start.1 as usize - 1, p.end.1 as usize - 1);
+        assert_eq!(&text[s..e], "id = $1");
+        assert!(!p.or && !p.ambiguous);
+
+        let text = "UPDATE jobs\n   SET status = 'done'\n WHERE id = $1 OR (a = 1 OR b = 2)\n ORDER BY id LIMIT 1;";
+        let p = predicate(text).unwrap();
+        assert_eq!((p.start, p.end), ((3, 8), (3, 35)));
+        assert!(p.or);
+
+        let p = predicate("DELETE FROM tokens WHERE token = $1 AND (x OR y)").unwrap();
+        assert!(!p.or && !p.ambiguous);
+        assert!(
+            predicate("UPDATE a SET s = 'x' FROM b WHERE a.id = b.id")
+                .unwrap()
+                .ambiguous
+        );
+        assert!(
+            predicate("UPDATE \"Orders\" SET s = 'x' WHERE id = 1")
+                .unwrap()
+                .ambiguous
+        );
+        for none in [
+            "SELECT status FROM orders WHERE id = $1",
+            "UPDATE orders SET status = 'x'",
+            "UPDATE orders SET status = 'x' WHERE RETURNING id",
+            "UPDATE {table} SET status = 'x' WHERE id = 1",
+        ] {
+            assert_eq!(predicate(none), None, "{none}");
+        }
     }
 }

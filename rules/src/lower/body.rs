@@ -4,27 +4,28 @@
 //! `spans.rs`.
 
 use super::places::{paths, strings, struct_lit};
-use super::spans::first_span;
+use super::spans::{first_span, start_span};
 use super::types::type_ref;
 use super::{Seq, conds, pat_names};
 use crate::apis;
-use crate::ir::{Bind, BindExtra, Event, EventKind, Region, Sp, Test, TestRole};
+use crate::ir::{Bind, BindExtra, Discard, Event, EventKind, Region, Sp, Test, TestRole};
 use crate::name::Name;
 use crate::parse::LineIndex;
 use crate::sql;
 use syn::{Block, Expr, Pat, Stmt};
 
-/// Lowers a fn body.
-pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> Vec<Event> {
+/// Lowers a fn body: its events and the statements that drop a call's value.
+pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> (Vec<Event>, Vec<Discard>) {
     let mut lw = BodyLowerer {
         lines,
         ev: Vec::new(),
         scopes: Vec::new(),
         scratch: Vec::new(),
         depth: 0,
+        discards: Vec::new(),
     };
     lw.block(block);
-    lw.ev
+    (lw.ev, lw.discards)
 }
 
 /// Lowers one body: the events so far, the locals each open block declared (they get a `Drop`
@@ -37,6 +38,8 @@ pub(super) struct BodyLowerer<'a, 'b> {
     pub(super) depth: u32,
     /// A buffer lent to `arg_info`, always empty between uses.
     pub(super) scratch: Vec<Name>,
+    /// The statements that run one call and drop its value (see [`Discard`]).
+    pub(super) discards: Vec<Discard>,
 }
 
 /// The longest string literal kept (longer ones are text, not keys or names).
@@ -75,9 +78,19 @@ impl BodyLowerer<'_, '_> {
             }
         }
         let mut t = Test::plain(role, deps, calls);
+        if role != TestRole::Match && !values.is_empty() {
+            let mut strs = Vec::new();
+            for e in tested {
+                strings(e, &mut strs, 0);
+            }
+            t.str_lits = values.iter().all(|v| strs.contains(v));
+        }
         t.values = values.into();
         t.pats = pats.into();
         t.negated = matches!(tested, [e] if conds::negated(e));
+        if let [e] = tested {
+            t.comparison = conds::comparison(e);
+        }
         self.push(sp, EventKind::Cond(Box::new(t)))
     }
 
@@ -108,6 +121,22 @@ impl BodyLowerer<'_, '_> {
         }
     }
 
+    /// Records a statement that runs call `call` and drops its value: its whole lines when
+    /// nothing but blanks and a line comment shares them, else the statement itself.
+    fn discard(&mut self, call: u32, sp: Sp) {
+        let sp = if self.lines.stands_alone(sp) {
+            Sp {
+                line: sp.line,
+                col: 1,
+                end_line: sp.end_line + 1,
+                end_col: 1,
+            }
+        } else {
+            sp
+        };
+        self.discards.push(Discard { call, sp });
+    }
+
     pub(super) fn stmt(&mut self, s: &Stmt) {
         match s {
             Stmt::Local(l) => {
@@ -121,7 +150,15 @@ impl BodyLowerer<'_, '_> {
                 let sp = self.lines.sp(l.let_token.span, l.semi_token.span);
                 let mut holds = false;
                 if let Some(init) = &l.init {
-                    self.expr(&init.expr);
+                    let call = self.expr(&init.expr);
+                    let wild = match &l.pat {
+                        Pat::Wild(_) => true,
+                        Pat::Type(t) => matches!(&*t.pat, Pat::Wild(_)),
+                        _ => false,
+                    };
+                    if let Some(call) = call.filter(|_| wild && init.diverge.is_none()) {
+                        self.discard(call, sp);
+                    }
                     let calls = self.calls_since(start);
                     let mut deps = Vec::new();
                     paths(&init.expr, &mut deps, 0);
@@ -200,8 +237,12 @@ impl BodyLowerer<'_, '_> {
                     scope.extend(names);
                 }
             }
-            Stmt::Expr(e, _) => {
-                self.expr(e);
+            Stmt::Expr(e, semi) => {
+                let call = self.expr(e);
+                if let (Some(call), Some(semi)) = (call, semi) {
+                    let sp = self.lines.sp(start_span(e), semi.span);
+                    self.discard(call, sp);
+                }
             }
             Stmt::Macro(m) => {
                 let sp = self

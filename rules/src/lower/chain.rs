@@ -16,12 +16,13 @@ use crate::sql;
 use syn::{Expr, Member};
 
 /// One step of a call chain as collected, outermost first: name, argument list (none for a
-/// `.field` step), awaited, tried.
+/// `.field` step), awaited, tried, and its span (name to closing parenthesis).
 type RawStep<'a> = (
     Name,
     Option<&'a syn::punctuated::Punctuated<Expr, syn::Token![,]>>,
     bool,
     bool,
+    crate::ir::Sp,
 );
 
 impl BodyLowerer<'_, '_> {
@@ -51,13 +52,21 @@ impl BodyLowerer<'_, '_> {
                     ) && matches!(f.member, Member::Named(_)) =>
                 {
                     let Member::Named(id) = &f.member else { break };
-                    raw.push((Name::display(&format_args!(".{id}")), None, awaited, tried));
+                    let sp = self.lines.sp(id.span(), id.span());
+                    raw.push((
+                        Name::display(&format_args!(".{id}")),
+                        None,
+                        awaited,
+                        tried,
+                        sp,
+                    ));
                     awaited = false;
                     tried = false;
                     cur = &f.base;
                 }
                 Expr::MethodCall(m) => {
-                    raw.push((Name::display(&m.method), Some(&m.args), awaited, tried));
+                    let sp = self.lines.sp(m.method.span(), m.paren_token.span.close());
+                    raw.push((Name::display(&m.method), Some(&m.args), awaited, tried, sp));
                     awaited = false;
                     tried = false;
                     cur = &m.receiver;
@@ -77,12 +86,14 @@ impl BodyLowerer<'_, '_> {
                 if let Expr::Path(p) = &*c.func {
                     call.func = segments(&p.path).collect();
                     let name = call.func.last().cloned().unwrap_or_default();
-                    let args = self.args(c.args.each(), &mut deferred);
+                    let args = self.args(c.args.each(), &mut deferred, false);
                     root_step = Some(Step {
                         name,
                         args,
                         awaited,
                         tried,
+                        trailing_comma: c.args.trailing_punct(),
+                        sp: self.lines.sp(root_start, c.paren_token.span.close()),
                     });
                 } else {
                     self.expr(&c.func);
@@ -100,7 +111,7 @@ impl BodyLowerer<'_, '_> {
                     }
                     let exprs = macros::parse_args(&m.mac.tokens);
                     let mut inner = Vec::new();
-                    let args = self.args(exprs.iter(), &mut inner);
+                    let args = self.args(exprs.iter(), &mut inner, false);
                     for d in inner {
                         self.expr(d);
                     }
@@ -109,6 +120,8 @@ impl BodyLowerer<'_, '_> {
                         args,
                         awaited,
                         tried,
+                        trailing_comma: false,
+                        sp: self.lines.sp(root_start, m.mac.delimiter.span().close()),
                     });
                 } else {
                     let sp = self.lines.sp(root_start, m.mac.bang_token.span);
@@ -127,18 +140,24 @@ impl BodyLowerer<'_, '_> {
         // call, most calls, without a vector, and a longer one into an exactly sized one).
         call.steps = root_step
             .into_iter()
-            .chain(raw.into_iter().rev().map(|(name, args, awaited, tried)| {
-                let args = match args {
-                    Some(args) => self.args(args.each(), &mut deferred),
-                    None => Small::Empty,
-                };
-                Step {
-                    name,
-                    args,
-                    awaited,
-                    tried,
-                }
-            }))
+            .chain(
+                raw.into_iter()
+                    .rev()
+                    .map(|(name, args, awaited, tried, sp)| {
+                        let ints = apis::REDIS_INT_ARG_STEPS.contains(&name.as_str());
+                        Step {
+                            trailing_comma: args.is_some_and(|a| a.trailing_punct()),
+                            args: match args {
+                                Some(args) => self.args(args.each(), &mut deferred, ints),
+                                None => Small::Empty,
+                            },
+                            name,
+                            awaited,
+                            tried,
+                            sp,
+                        }
+                    }),
+            )
             .collect();
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
@@ -176,15 +195,35 @@ impl BodyLowerer<'_, '_> {
         Some(idx)
     }
 
+    /// The arguments of one step; `ints` keeps their integer literals (see
+    /// `apis::REDIS_INT_ARG_STEPS`).
     pub(super) fn args<'e>(
         &mut self,
         it: impl Iterator<Item = &'e Expr>,
         deferred: &mut Vec<&'e Expr>,
+        ints: bool,
     ) -> Small<Arg> {
         it.map(|a| {
             let mut arg = arg_info(a, &mut self.scratch);
-            if let Some(x) = arg.extra.as_mut().filter(|x| x.sql.is_some()) {
-                x.sql_end = sql_end(a);
+            if ints
+                && let Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Int(i),
+                    ..
+                }) = a
+            {
+                let text = i.to_string();
+                let text = text.strip_suffix(i.suffix()).unwrap_or(&text);
+                arg.extra.get_or_insert_with(Box::default).int = Some(Name::new(text));
+            }
+            if let Some(x) = arg.extra.as_mut().filter(|x| x.sql.is_some())
+                && let Some(lit) = str_lit(a)
+            {
+                x.sql_end = sql_end(lit);
+                if x.sql.as_ref().is_some_and(|q| {
+                    q.filtered && matches!(q.kind, sql::SqlKind::Update | sql::SqlKind::Delete)
+                }) {
+                    x.sql_where = sql_where(lit);
+                }
             }
             if arg.closure {
                 deferred.push(a);
@@ -197,20 +236,63 @@ impl BodyLowerer<'_, '_> {
     }
 }
 
-/// The point just before the closing quote of a SQL string literal argument (through `&` and
-/// parentheses), when the statement's text ends there plainly.
-fn sql_end(e: &Expr) -> Option<crate::ir::Sp> {
+/// A string literal argument (through `&`).
+fn str_lit(e: &Expr) -> Option<&syn::LitStr> {
     let mut e = e;
     while let Expr::Reference(r) = e {
         e = &r.expr;
     }
-    let Expr::Lit(syn::ExprLit {
-        lit: syn::Lit::Str(s),
-        ..
-    }) = e
-    else {
-        return None;
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s),
+        _ => None,
+    }
+}
+
+/// Where the `WHERE` predicate of a SQL string literal is in the source, when the literal's
+/// text is its value (a raw string, or one with no escapes): the predicate's (line, column)
+/// in the SQL text maps onto the literal's lines.
+fn sql_where(s: &syn::LitStr) -> Option<crate::ir::SqlWhere> {
+    let raw = s.token().to_string();
+    let (open, close) = match raw.strip_prefix('r') {
+        Some(rest) => {
+            let hashes = rest.len() - rest.trim_start_matches('#').len();
+            (hashes + 2, hashes + 1)
+        }
+        None => (1, 1),
     };
+    let body = raw.get(open..raw.len().checked_sub(close)?)?;
+    if !s.suffix().is_empty() || open == 1 && body.contains('\\') {
+        return None;
+    }
+    let p = crate::sql::predicate(body)?;
+    let start = s.span().start();
+    let at = |(line, col): (u32, u32)| {
+        if line == 1 {
+            (start.line as u32, (start.column + open) as u32 + col)
+        } else {
+            (start.line as u32 + line - 1, col)
+        }
+    };
+    let (line, col) = at(p.start);
+    let (end_line, end_col) = at(p.end);
+    Some(crate::ir::SqlWhere {
+        sp: crate::ir::Sp {
+            line,
+            col,
+            end_line,
+            end_col,
+        },
+        or: p.or,
+        ambiguous: p.ambiguous,
+    })
+}
+
+/// The point just before the closing quote of a SQL string literal argument, when the
+/// statement's text ends there plainly.
+fn sql_end(s: &syn::LitStr) -> Option<crate::ir::Sp> {
     let raw = s.token().to_string();
     // `"..."` or `r#"..."#`: the closing delimiter is a quote and as many `#` as open it.
     let hashes = raw.len() - raw.trim_end_matches('#').len();

@@ -4,6 +4,7 @@
 use super::body::MAX_STR;
 use super::{Seq, last_segment};
 use crate::apis;
+use crate::ir::Comparison;
 use crate::name::Name;
 use syn::{BinOp, Expr, Lit, Pat, UnOp};
 
@@ -169,6 +170,34 @@ pub(super) fn negated(e: &Expr) -> bool {
     }
 }
 
+/// The comparison `e` is at its top (see [`crate::ir::Comparison`]).
+pub(super) fn comparison(e: &Expr) -> Comparison {
+    match e {
+        Expr::Paren(p) => comparison(&p.expr),
+        Expr::Group(g) => comparison(&g.expr),
+        Expr::Binary(b) if matches!(b.op, BinOp::Eq(_)) => Comparison::Equal,
+        Expr::Binary(b) if matches!(b.op, BinOp::Ne(_)) => Comparison::NotEqual,
+        Expr::Let(_) => Comparison::Equal,
+        _ => Comparison::Other,
+    }
+}
+
+/// The string literals a pattern matches (`"paid" | "settled"`).
+pub(super) fn pattern_strs(p: &Pat, out: &mut Vec<Name>) {
+    match p {
+        Pat::Lit(l) => {
+            if let Lit::Str(s) = &l.lit {
+                out.push(Name::from(s.value()));
+            }
+        }
+        Pat::Or(o) => o.cases.each().for_each(|x| pattern_strs(x, out)),
+        Pat::Reference(r) => pattern_strs(&r.pat, out),
+        Pat::Paren(x) => pattern_strs(&x.pat, out),
+        Pat::Guard(g) => pattern_strs(&g.pat, out),
+        _ => {}
+    }
+}
+
 fn is_int(e: &Expr, digits: &str) -> bool {
     matches!(e, Expr::Lit(l) if matches!(&l.lit, Lit::Int(i) if i.base10_digits() == digits))
 }
@@ -291,6 +320,22 @@ mod tests {
             assert!(!of(src).1, "{src}");
         }
         assert!(of("!store.claim(id).await?").1);
+    }
+
+    #[test]
+    fn a_test_says_which_comparison_it_is_at_its_top() {
+        let cmp = |src: &str| comparison(&syn::parse_str::<Expr>(src).expect("an expression"));
+        assert_eq!(cmp(r#"status == "paid""#), Comparison::Equal);
+        assert_eq!(cmp(r#"(row.status != "paid")"#), Comparison::NotEqual);
+        assert_eq!(cmp("let Status::Open = status"), Comparison::Equal);
+        for other in [
+            r#"status != "paid" && flag"#,
+            "!done",
+            "x.is_none()",
+            r#"matches!(s, "a")"#,
+        ] {
+            assert_eq!(cmp(other), Comparison::Other, "{other}");
+        }
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl BodyLowerer<'_, '_> {
                 let start = self.ev.len();
                 self.expr(&m.expr);
                 let sp = self.lines.sp(m.match_token.span, end_span(&m.expr));
-                let arms = m
+                let arms: Vec<Box<[Name]>> = m
                     .arms
                     .iter()
                     .map(|a| {
@@ -86,7 +86,18 @@ impl BodyLowerer<'_, '_> {
                         v.into()
                     })
                     .collect();
+                // Every arm's constants are string literals (`"paid" => .., _ => ..`).
+                let str_lits = m.arms.iter().all(|a| {
+                    let mut consts = Vec::new();
+                    conds::pattern(&a.pat, &mut consts, 0);
+                    let mut strs = Vec::new();
+                    conds::pattern_strs(&a.pat, &mut strs);
+                    consts.len() == strs.len()
+                }) && arms.iter().any(|a| !a.is_empty());
                 let cond = self.test(sp, start, &[&m.expr], TestRole::Match, arms);
+                if let EventKind::Cond(t) = &mut self.ev[cond as usize].kind {
+                    t.str_lits = str_lits;
+                }
                 for arm in &m.arms {
                     let asp = self
                         .lines

@@ -275,9 +275,11 @@ impl ItemLowerer<'_, '_> {
         };
         let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
-        let mut events = body::lower_block(self.lines, block);
+        let (mut events, mut discards) = body::lower_block(self.lines, block);
         if prefilter::is_inert(&events, self.knowledge) {
             events = prefilter::keep_call_graph(events);
+            // No rule fires in an inert body, so no fix removes its statements.
+            discards.clear();
         }
         self.out.bodies.push(Body {
             ident,
@@ -298,6 +300,7 @@ impl ItemLowerer<'_, '_> {
                 .collect(),
             ret: ret.into_boxed_slice(),
             events: events.into_boxed_slice(),
+            discards: discards.into_boxed_slice(),
         });
         // Nested items (fns declared inside the body) are separate bodies.
         for stmt in &block.stmts {

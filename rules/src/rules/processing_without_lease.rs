@@ -3,13 +3,15 @@
 //! reaper in the crate that frees stale claims.
 
 use super::RuleCx;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::ir::EventKind;
 use crate::kb::names::{
     is_claim_word, is_expiry_column, is_in_progress_value, is_owner_column, is_progress_flag,
     is_state_column, is_work,
 };
 use crate::query;
+use crate::redis_calls::{self, Command};
 
 declare_rule! {
     /// ### What it does
@@ -20,6 +22,10 @@ declare_rule! {
     /// sea-orm or a Redis `SET` — when the same statement does not also write a lease expiry
     /// (`lease_expires_at`, `locked_until`, `visible_at`, `vt`, `heartbeat_at`, a TTL) *and* an
     /// owner (`owner`, `worker_id`, `locked_by`, `runner_id`).
+    ///
+    /// And a Redis claim made with no expiry — `SETNX` (`set_nx`, `cmd("SETNX")`) or `SET ..
+    /// NX` with no `EX` / `PX` — whose expiry a later command of the same function sets on the
+    /// same key (`EXPIRE`, `PEXPIRE`).
     ///
     /// `RUNNING`, `STARTED` and `LOCKED` count on a table of work (jobs, tasks, builds, runs, a
     /// queue): elsewhere they describe a resting state (a server that is up, funds locked in
@@ -48,6 +54,11 @@ declare_rule! {
     /// or, with a reaper that resets it but no owner:
     /// t2  the reaper sets job 7 back to queued; worker B claims it and runs it
     /// t3  A was only paused: it wakes and completes job 7 too       <- done twice
+    ///
+    /// or, a Redis claim whose expiry is set by a second command:
+    /// t0  worker A: SETNX lock:export 1        -> claimed
+    /// t1  A's process is killed before its EXPIRE lock:export 60
+    /// t2  lock:export never expires; every later export finds it taken   <- stuck for ever
     /// ```
     ///
     /// ### Example
@@ -75,7 +86,13 @@ declare_rule! {
     /// ```
     ///
     /// Complete with the owner in the `WHERE` so a late holder is refused. For Redis, `SET key
-    /// owner NX PX ttl`. `#[staleguard::idempotent(..)]` generates this state machine: an atomic
+    /// owner NX PX ttl`: for a `SETNX` and a later `EXPIRE` of the same key the finding suggests
+    /// that command (`cmd("SET")..arg("NX").arg("EX").arg(s)`, or `set_options` with
+    /// `ExistenceCheck::NX` and `SetExpiry::EX(s)`, `PX(ms)` for a `PEXPIRE`) and the `EXPIRE`
+    /// removed; `--fix` applies it when both run on the same connection, the `EXPIRE` follows
+    /// the test of the claim's answer and nothing between touches the key, and a `SETNX`'s
+    /// answer is read as a `bool` (`SET .. NX` answers `OK` or nil where `SETNX` answers 1 or
+    /// 0). `#[staleguard::idempotent(..)]` generates this state machine: an atomic
     /// claim with a lease and an owner token, takeover by compare-and-set, the old owner fenced
     /// out.
     ///
@@ -86,7 +103,9 @@ declare_rule! {
     /// a crate helper that binds its parameter to the column (`set_state(conn, id,
     /// TaskState::InProgress)`, through any number of helpers), reported at that call. A value
     /// computed elsewhere and passed as a variable is not seen, nor one passed through sync
-    /// code that makes no database call of its own (its arguments are not kept). Expiry and owner columns are recognised
+    /// code that makes no database call of its own (its arguments are not kept). A Redis claim
+    /// and its `EXPIRE` are paired only in one function and on the same key expression, and
+    /// the fix is offered only for an expiry written as an integer literal. Expiry and owner columns are recognised
     /// by name, and so is a reaper's time column; a reaper in another service (a cron job, a
     /// database trigger) is not seen.
     pub(crate) static RULE = {
@@ -98,11 +117,14 @@ declare_rule! {
     };
 }
 
-/// A write that claims a record.
+/// A write that claims a record, or a Redis claim.
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     (k.has(EffectKind::Write) || k.has(EffectKind::Claim))
-        && cx.effects().any_order().any(|e| claimed(e).is_some())
+        && cx
+            .effects()
+            .any_order()
+            .any(|e| claimed(e).is_some() || e.kind == EffectKind::Claim && e.kv)
 }
 
 /// The column a write claims a record with: a state column set to an in-progress value, or a
@@ -127,6 +149,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.idempotent {
         return;
     }
+    expiry_set_later(cx, out);
     for w in 0..cx.body.events.len() as u32 {
         for e in cx.effs(w) {
             // A claim made in a helper is reported in the helper, unless the in-progress value
@@ -212,6 +235,143 @@ fn written(sets: &[Assigned]) -> (bool, bool) {
         sets.iter().any(|a| is_expiry_column(&a.column)),
         sets.iter().any(|a| is_owner_column(&a.column)),
     )
+}
+
+/// A Redis claim made with no expiry (`SETNX`, `set_nx`, `SET .. NX` without `EX` / `PX`) and
+/// given one by a later command on the same key (`EXPIRE`, `PEXPIRE`): a crash between the two
+/// leaves the key claimed for ever.
+fn expiry_set_later(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let n = cx.body.events.len() as u32;
+    for a in 0..n {
+        let Some(claim) = cx
+            .effs(a)
+            .find(|e| e.kind == EffectKind::Claim && e.kv && e.via.is_none())
+        else {
+            continue;
+        };
+        let Some(cmd) = redis_calls::command_at(cx, a).filter(claims_without_expiry) else {
+            continue;
+        };
+        let Some((b, expire)) = (a + 1..n).find_map(|b| {
+            redis_calls::command_at(cx, b)
+                .filter(|x| matches!(x.name.as_str(), "EXPIRE" | "PEXPIRE") && x.same_key(&cmd))
+                .map(|x| (b, x))
+        }) else {
+            continue;
+        };
+        if cx.detached(a) != cx.detached(b) {
+            continue;
+        }
+        let key = claim.table.as_deref().unwrap_or("the key");
+        let mut d = cx.diag(
+            &RULE,
+            a,
+            format!("`{key}` is claimed with no expiry, and a second command sets one"),
+        );
+        d.primary_label = Some("claimed here with no expiry".to_string());
+        d.labels
+            .push(cx.label(b, "the expiry is set here, in a second command"));
+        d.notes.push("if the process dies between the two commands the key never expires, and every later attempt finds it claimed".to_string());
+        d.help = Some("claim and set the expiry in one command: `SET key value NX PX ms` (`redis::cmd(\"SET\")` with `.arg(\"NX\").arg(\"PX\").arg(ms)`, or `set_options` with `ExistenceCheck::NX` and a `SetExpiry`)".to_string());
+        d.suggestions
+            .extend(set_with_expiry(cx, a, &cmd, b, &expire));
+        out.push(d);
+    }
+}
+
+/// A claim that sets no expiry: `SETNX` / `set_nx`, or `SET .. NX` (`redis::cmd`) with no
+/// `EX`, `PX`, `EXAT`, `PXAT` or `KEEPTTL`.
+fn claims_without_expiry(cmd: &Command<'_>) -> bool {
+    let flags = || {
+        cmd.args
+            .iter()
+            .flat_map(|a| a.strs())
+            .map(|f| f.to_ascii_uppercase())
+    };
+    match cmd.name.as_str() {
+        "SETNX" => true,
+        "SET" => {
+            flags().any(|f| f == "NX")
+                && !flags().any(|f| matches!(f.as_str(), "EX" | "PX" | "EXAT" | "PXAT" | "KEEPTTL"))
+        }
+        _ => false,
+    }
+}
+
+/// The fix: the claim sets the expiry itself (`SET key value NX EX s`, or `PX ms` for a
+/// `PEXPIRE`) and the expiry command goes. Offered when the expiry is an integer literal and
+/// its command a statement whose value nothing uses: `set_nx` becomes `set_options(..,
+/// SetOptions::default().conditional_set(ExistenceCheck::NX).with_expiration(SetExpiry::EX(s)))`,
+/// `cmd("SETNX")` becomes `cmd("SET")` with `NX` and the expiry added, and `SET .. NX` gains the
+/// expiry. Machine-applicable when the two run on the same connection, the expiry command runs
+/// whenever the body goes on past a test of the claim's answer (so only after a won claim),
+/// nothing between touches the key, and (for `SETNX`, which answers `1` / `0` where `SET ..
+/// NX` answers `OK` / nil) the answer is read as a `bool`.
+fn set_with_expiry(
+    cx: &RuleCx<'_>,
+    a: u32,
+    cmd: &Command<'_>,
+    b: u32,
+    expire: &Command<'_>,
+) -> Option<Suggestion> {
+    let [ttl] = expire.args.as_slice() else {
+        return None;
+    };
+    let ttl = ttl.int()?;
+    let unit = if expire.name == "PEXPIRE" { "PX" } else { "EX" };
+    let removed = cx.body.discards.iter().find(|x| x.call == b)?;
+    let ttl_arg = ttl.as_str();
+    let mut edits = Vec::new();
+    let mut answer_kept = true;
+    match (cmd.name.as_str(), cmd.is_method()) {
+        ("SETNX", true) => {
+            edits.push(cmd.rename(cx, "set_options", "SET"));
+            edits.push(cmd.append(
+                cx,
+                &format!("redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{unit}({ttl}))"),
+                &[],
+            ));
+            answer_kept = false;
+        }
+        ("SETNX", false) => {
+            edits.push(cmd.rename(cx, "set_options", "SET"));
+            edits.push(cmd.append(cx, "", &["\"NX\"", &format!("\"{unit}\""), ttl_arg]));
+            answer_kept = false;
+        }
+        ("SET", false) => {
+            edits.push(cmd.append(cx, "", &[&format!("\"{unit}\""), ttl_arg]));
+        }
+        _ => return None,
+    }
+    edits.push(Edit {
+        span: cx.span(removed.sp),
+        replacement: String::new(),
+    });
+    let read_as_bool = cx.body.events.iter().any(|ev| {
+            matches!(&ev.kind, EventKind::Bind(x)
+                if x.calls.last() == Some(&a) && x.ty().is_some_and(|t| t.len() == 1 && t[0] == "bool"))
+        });
+    let won_first = query::tests_of(cx.body, a)
+        .into_iter()
+        .any(|t| t > a && t < b);
+    let certain = cmd.same_target(expire)
+        && query::same_block(cx.body, a, b)
+        && won_first
+        && cmd.untouched_between(cx, a, b)
+        && (answer_kept || read_as_bool);
+    let what = if unit == "PX" { "PX ms" } else { "EX s" };
+    Some(Suggestion {
+        message: format!(
+            "set the expiry with the claim, in one command (`SET .. NX {what}`), and drop the separate `{}`",
+            expire.name
+        ),
+        applicability: if certain {
+            Applicability::MachineApplicable
+        } else {
+            Applicability::MaybeIncorrect
+        },
+        edits,
+    })
 }
 
 fn report(

@@ -3,11 +3,12 @@
 
 use super::RuleCx;
 use crate::apis::ONE_ROW_STEPS;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Effect, EffectKind};
 use crate::ir::EventKind;
 use crate::name::Name;
 use crate::query;
+use crate::redis_calls;
 use crate::sql::SqlKind;
 
 declare_rule! {
@@ -46,6 +47,14 @@ declare_rule! {
     /// with the result checked, or a Lua script), run the effect, then mark the record complete
     /// (or FAILED / UNKNOWN); a duplicate in flight sees "still processing". Or annotate the
     /// handler with `#[staleguard::idempotent(..)]`, which generates that state machine.
+    ///
+    /// For a Redis `GET` of the token and a later `DEL` of it, the finding suggests one
+    /// `GETDEL` in place of the `GET` and the `DEL` removed (`--fix` applies it when the two are
+    /// plain commands on the same connection and key, the `DEL` a statement of its own that
+    /// runs whenever the body goes on past the `GET`, and the value only tested for presence).
+    /// That ends the race between duplicates, but the token is then consumed before the
+    /// effect, which this rule reports in turn: a failed effect can no longer be retried with
+    /// it, so record the outcome (or put the token back on failure) as above.
     ///
     /// ### Known problems
     ///
@@ -192,6 +201,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                     .to_string(),
             );
             diag.notes.extend(cx.chain_notes(eff));
+            diag.suggestions.extend(getdel(cx, c, d));
             out.push(diag);
             continue;
         }
@@ -226,6 +236,64 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(diag);
         }
     }
+}
+
+/// The fix of a Redis `GET` of the token and a later `DEL` of it: the `GET` becomes a
+/// `GETDEL` (`get_del`) and the `DEL` statement goes. Offered when both are plain commands on
+/// the same connection and key and the `DEL` is a statement whose value nothing uses.
+/// Machine-applicable when nothing can tell the difference but a duplicate: the `DEL` runs
+/// whenever the body goes on past the `GET` (not in a branch of its own), nothing between
+/// them touches the key or rebinds it, and the `GET`'s value is only tested for presence (a
+/// comparison, `owner != Some(me)`, would let a caller that fails it delete the token).
+fn getdel(cx: &RuleCx<'_>, c: u32, d: u32) -> Option<Suggestion> {
+    let get = redis_calls::command_at(cx, c)?;
+    let del = redis_calls::command_at(cx, d)?;
+    if get.name != "GET"
+        || del.name != "DEL"
+        || !get.args.is_empty()
+        || !del.args.is_empty()
+        || !get.same_target(&del)
+    {
+        return None;
+    }
+    let removed = cx.body.discards.iter().find(|x| x.call == d)?;
+    let certain = query::same_block(cx.body, c, d)
+        && get.untouched_between(cx, c, d)
+        && presence_only(cx, c, d);
+    Some(Suggestion {
+        message: "read and delete the token in one step with `GETDEL`, and drop the later `DEL` (a failed effect then no longer leaves the token for a retry)".to_string(),
+        applicability: if certain {
+            Applicability::MachineApplicable
+        } else {
+            Applicability::MaybeIncorrect
+        },
+        edits: vec![
+            get.rename(cx, "get_del", "GETDEL"),
+            Edit {
+                span: cx.span(removed.sp),
+                replacement: String::new(),
+            },
+        ],
+    })
+}
+
+/// Is the value read at `c` only tested for presence before `d` (`is_none()`, `let Some(..)
+/// = .. else`), never compared with another value or mixed into one?
+fn presence_only(cx: &RuleCx<'_>, c: u32, d: u32) -> bool {
+    let derived = query::derived(cx.body, c);
+    let ours = |p: &Name| derived.contains(query::first(p));
+    let presence = |v: &Name| matches!(v.as_str(), "Some" | "None");
+    cx.body.events[c as usize + 1..d as usize]
+        .iter()
+        .all(|ev| match &ev.kind {
+            EventKind::Cond(t) if t.deps.iter().any(ours) => {
+                t.deps.iter().all(ours)
+                    && t.values.iter().all(presence)
+                    && t.pats.iter().flatten().all(presence)
+            }
+            EventKind::Bind(b) if b.deps.iter().any(ours) => b.deps.iter().all(ours),
+            _ => true,
+        })
 }
 
 /// A deletion that reaches this body through a call of a crate fn that runs its own effect

@@ -3,9 +3,11 @@
 //! before it in the same transaction.
 
 use super::RuleCx;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Assigned, Effect, EffectKind};
+use crate::ir::{Call, Comparison, EventKind, Region, Sp};
 use crate::query;
+use crate::sql::{SqlKind, SqlValue};
 use crate::state_writes::{
     guarded_filter, holder_writes, judged_by_callers, moved_state, only_transition, own_new_row,
     saved_back_state, state_read,
@@ -80,6 +82,14 @@ declare_rule! {
     ///     return Ok(Outcome::Stale);
     /// }
     /// ```
+    ///
+    /// Where the function shows the one state the record must be in — its state read and
+    /// tested against one string (`if status != "paid" { return .. }`, a `match` with one arm
+    /// that goes on), or set by an earlier write of the function — the finding suggests that
+    /// state in the filter (`.. AND status = 'paid'`, added in the SQL literal before any
+    /// `RETURNING`; an `OR` filter is parenthesised), and says when the rows affected still
+    /// need checking. `--fix` applies it when the state is a string; a Rust variant's SQL
+    /// spelling is only guessed.
     ///
     /// Or lock the row first (`SELECT status .. FOR UPDATE`), check its state, then update it in
     /// the same transaction. `#[staleguard::idempotent(..)]` completes its record this way
@@ -255,5 +265,216 @@ fn report(cx: &RuleCx<'_>, w: u32, e: &Effect, state: &Assigned) -> Diagnostic {
     d.help = Some(format!(
         "put the state you expect in the filter (`.. AND {column} = <expected>`, with the owner or lease for a claimed record) and check the rows affected, or lock the row (`SELECT .. FOR UPDATE`) and check its state first; `#[staleguard::idempotent(..)]` completes its record with this compare-and-set"
     ));
+    if e.via.is_none() {
+        d.suggestions.extend(expect_state(cx, w, e, column));
+    }
     d
+}
+
+/// The fix when the body shows the one state the record must be in: `AND column = 'state'`
+/// added to the `UPDATE`'s `WHERE` in its SQL literal (the predicate parenthesised when it
+/// has an `OR`), before any `RETURNING`. Machine-applicable when the state is a string (a
+/// string literal the read value was tested against, or an SQL literal another write of the
+/// body set) and the statement names one table with plain identifiers; maybe-incorrect for a
+/// state named by a Rust constant or variant (its SQL spelling is a guess). The message says
+/// when the write's rows affected are not checked yet: with the state in the filter, 0 rows
+/// means the record moved on.
+fn expect_state(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> Option<Suggestion> {
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let (sql, at) = call
+        .all_args()
+        .find_map(|a| Some((a.sql()?, a.extra.as_ref()?.sql_where?)))?;
+    if sql.kind != SqlKind::Update {
+        return None;
+    }
+    let (state, certain) = expected_state(cx, w, write, column)?;
+    // A Rust variant (`Status::InProgress`) is stored under a name that is only guessed:
+    // its snake case.
+    let state = if certain { state } else { snake_case(&state) };
+    let written = write.sets.iter().any(|a| {
+        a.column == column
+            && matches!(&a.value, crate::effects::AssignedValue::Const(v) if *v == state)
+    });
+    if written
+        || state.is_empty()
+        || !state
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ' | '.' | ':'))
+    {
+        return None;
+    }
+    let point = |line: u32, col: u32| {
+        cx.span(Sp {
+            line,
+            col,
+            end_line: line,
+            end_col: col,
+        })
+    };
+    let condition = format!("{column} = '{state}'");
+    let mut edits = Vec::new();
+    if at.or {
+        edits.push(Edit {
+            span: point(at.sp.line, at.sp.col),
+            replacement: "(".to_string(),
+        });
+    }
+    edits.push(Edit {
+        span: point(at.sp.end_line, at.sp.end_col),
+        replacement: format!("{} AND {condition}", if at.or { ")" } else { "" }),
+    });
+    let checked = !query::tests_of(cx.body, w).is_empty();
+    let message = if checked {
+        format!("expect the state the function relies on: `.. AND {condition}`")
+    } else {
+        format!(
+            "expect the state the function relies on: `.. AND {condition}`, and check the rows affected (0 means the record moved on first), which this write does not do yet"
+        )
+    };
+    Some(Suggestion {
+        message,
+        applicability: if certain && !at.ambiguous && sql.tables.len() <= 1 {
+            Applicability::MachineApplicable
+        } else {
+            Applicability::MaybeIncorrect
+        },
+        edits,
+    })
+}
+
+/// The one state the record must be in when write `w` runs, as the body shows it, and
+/// whether that is its SQL text for sure (a string): the nearest test before `w` of the
+/// column as read from the same table — `x != "s"` whose branch leaves, `x == "s"` around the
+/// write, a `match` whose only arm that goes on (or the one around the write) matches one
+/// constant — or else the value an earlier write of the body set the column to (an SQL
+/// literal; every such write sets the same one, on the same record, and `w` follows it in the
+/// same block). Nothing between may write the column.
+fn expected_state(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> Option<(String, bool)> {
+    let same_table =
+        |e: &Effect| query::same_table_prefixed(e.table.as_deref(), write.table.as_deref());
+    let sets_column = |i: u32| {
+        cx.effs(i).any(|e| {
+            e.kind == EffectKind::Write
+                && !e.insert
+                && same_table(e)
+                && e.sets.iter().any(|a| a.column == column)
+        })
+    };
+    // The locals holding a read of the record.
+    let reads: Vec<(u32, crate::fxhash::FxHashSet<crate::name::Name>)> = (0..w)
+        .filter(|&r| {
+            cx.effs(r)
+                .any(|e| e.kind == EffectKind::Read && same_table(e))
+        })
+        .map(|r| (r, query::derived(cx.body, r)))
+        .collect();
+    let tested = |t: u32, p: &str| {
+        (p == column || query::last(p) == column)
+            && reads
+                .iter()
+                .any(|(r, set)| *r < t && set.contains(query::first(p)))
+    };
+    for t in (0..w).rev() {
+        let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
+            continue;
+        };
+        if !test.deps.iter().any(|p| tested(t, p)) {
+            continue;
+        }
+        if (t + 1..w).any(&sets_column) {
+            return None;
+        }
+        let branches = cx.following_branches(t);
+        let inside = |b: u32| b < w && w < cx.region_end(b);
+        let diverges = |b: u32| {
+            matches!(
+                cx.body.events[b as usize].kind,
+                EventKind::Enter(Region::Branch { diverges: true, .. })
+            )
+        };
+        let value = match test.role {
+            crate::ir::TestRole::If if test.values.len() == 1 && !test.negated => {
+                let then = *branches.first()?;
+                let holds = match test.comparison {
+                    Comparison::NotEqual => diverges(then) && w > cx.region_end(then),
+                    Comparison::Equal => inside(then),
+                    Comparison::Other => false,
+                };
+                holds.then(|| test.values[0].clone())?
+            }
+            crate::ir::TestRole::Match if branches.len() == test.pats.len() => {
+                let arm = match branches.iter().position(|&b| inside(b)) {
+                    Some(k) => k,
+                    None => {
+                        let going_on: Vec<usize> = (0..branches.len())
+                            .filter(|&k| !diverges(branches[k]))
+                            .collect();
+                        let [k] = going_on.as_slice() else {
+                            return None;
+                        };
+                        *k
+                    }
+                };
+                let [one] = &*test.pats[arm] else { return None };
+                one.clone()
+            }
+            _ => return None,
+        };
+        return Some((value.to_string(), test.str_lits));
+    }
+    // The earlier writes of the column in the body.
+    let earlier: Vec<u32> = (0..w).filter(|&p| sets_column(p)).collect();
+    let &p = earlier.last()?;
+    let literal = |i: u32| {
+        let EventKind::Call(call) = &cx.body.events[i as usize].kind else {
+            return None;
+        };
+        call.sql()?.assigns.iter().find_map(|(c, v)| match v {
+            SqlValue::Literal(v) if c == column => Some(v.clone()),
+            _ => None,
+        })
+    };
+    let value = literal(p)?;
+    let quoted = value.chars().any(char::is_alphabetic)
+        && !matches!(
+            value.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null"
+        );
+    let args = |i: u32| -> Vec<&str> {
+        match &cx.body.events[i as usize].kind {
+            EventKind::Call(c) => args_read(c),
+            _ => Vec::new(),
+        }
+    };
+    let same_record = args(w).iter().all(|a| args(p).contains(a))
+        && cx
+            .effs(p)
+            .any(|e| write.where_cols.iter().all(|c| e.where_cols.contains(c)));
+    let agreed = earlier.iter().all(|&q| literal(q).as_ref() == Some(&value));
+    (quoted && same_record && agreed && query::same_block(cx.body, p, w))
+        .then(|| (value.to_string(), true))
+}
+
+/// `InProgress` as `in_progress`; a name with no lowercase letter is kept.
+fn snake_case(name: &str) -> String {
+    if !name.chars().any(|c| c.is_lowercase()) {
+        return name.to_string();
+    }
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// The places a call's arguments read (its bound values and executor).
+fn args_read(call: &Call) -> Vec<&str> {
+    call.all_args()
+        .flat_map(|a| a.paths.iter().map(|p| p.as_str()))
+        .collect()
 }
