@@ -74,15 +74,6 @@ fn is_test_file(path: &str) -> bool {
     })
 }
 
-/// A test double by its type's name (`MockDb`, `FakeGateway`, `StubStore`): its methods stand
-/// in for the real ones in tests, so no rule is checked in them.
-fn is_test_double(ty: &str) -> bool {
-    ["Mock", "Fake", "Stub"].iter().any(|w| {
-        ty.strip_prefix(w)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_uppercase))
-    })
-}
-
 /// Per file: is it the file of a module another file declares as test code
 /// (`#[cfg(test)] mod tests;` in `src/db/mod.rs` makes `src/db/tests.rs`, `src/db/tests/mod.rs`
 /// and everything under `src/db/tests/` test code)?
@@ -175,7 +166,7 @@ fn run_with(
                     .body(*id)
                     .self_ty
                     .as_deref()
-                    .is_some_and(is_test_double)
+                    .is_some_and(crate::kb::names::is_test_double)
             {
                 return Vec::new();
             }
@@ -332,10 +323,10 @@ mod tests {
     #[test]
     fn test_doubles_are_known_by_their_type_names() {
         for t in ["MockDb", "FakeGateway", "StubStore", "Mock"] {
-            assert!(super::is_test_double(t), "{t}");
+            assert!(crate::kb::names::is_test_double(t), "{t}");
         }
         for t in ["Mockingbird", "Fakeout", "Stubborn", "OrderStore", "Db"] {
-            assert!(!super::is_test_double(t), "{t}");
+            assert!(!crate::kb::names::is_test_double(t), "{t}");
         }
     }
 

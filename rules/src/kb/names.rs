@@ -247,6 +247,15 @@ pub fn is_failure_value(value: &str) -> bool {
     )
 }
 
+/// A test double by its type's name (`MockDb`, `FakeGateway`, `StubStore`): its methods stand
+/// in for the real ones in tests.
+pub fn is_test_double(ty: &str) -> bool {
+    ["Mock", "Fake", "Stub"].iter().any(|w| {
+        ty.strip_prefix(w)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_uppercase))
+    })
+}
+
 /// A state value that records work as done (`COMPLETED`, `sent`, `Delivered`, `processed`):
 /// written after a unit of work, it tells everyone that nothing is left to do.
 pub fn is_done_value(value: &str) -> bool {

@@ -55,7 +55,26 @@ impl Classifier<'_> {
             Class::User(t) | Class::Trait(t) => {
                 let m = self.facts.methods(t, &step.name);
                 if !m.is_empty() {
-                    return m.to_vec();
+                    // A trait's implementations: test doubles implement it too, production
+                    // runs the others.
+                    let production: Vec<BodyId> = m
+                        .iter()
+                        .copied()
+                        .filter(|&b| {
+                            matches!(recv, Class::User(_))
+                                || !self
+                                    .facts
+                                    .body(b)
+                                    .self_ty
+                                    .as_deref()
+                                    .is_some_and(super::names::is_test_double)
+                        })
+                        .collect();
+                    return if production.is_empty() {
+                        m.to_vec()
+                    } else {
+                        production
+                    };
                 }
                 // A trait implemented by the type (default methods).
                 let mut out = Vec::new();
@@ -73,10 +92,9 @@ impl Classifier<'_> {
                 if matches!(recv, Class::Trait(_))
                     && let Some(tys) = self.facts.trait_impls.get(t)
                 {
-                    {
-                        for ty in tys {
-                            out.extend_from_slice(self.facts.methods(ty, &step.name));
-                        }
+                    // Test doubles implement the trait too; production runs the others.
+                    for ty in tys.iter().filter(|ty| !super::names::is_test_double(ty)) {
+                        out.extend_from_slice(self.facts.methods(ty, &step.name));
                     }
                 }
                 out.sort();

@@ -207,7 +207,11 @@ fn class_of_shape(
     if has(&lower, "guard") {
         return Class::Guard;
     }
+    // A bound naming the ability to begin transactions (sea-orm's `C: TransactionTrait`) is a
+    // connection, not an open transaction (`dyn MintTransaction` is one).
+    let can_begin = (prefix == "dyn" || prefix == "impl") && name.ends_with("Trait");
     if (has(&lower, "transaction") || name == "Tx")
+        && !can_begin
         && is_db_transaction(full, name.as_str(), facts, package)
     {
         return Class::DbTx;
