@@ -51,6 +51,21 @@ const MARKER_TRAITS: &[&str] = &[
     "TryInto",
 ];
 
+/// Database executor traits (`E: PgExecutor<'e>`, `A: Acquire`, `C: ConnectionTrait`): the
+/// caller hands in a pool, a connection or an open transaction, so the parameter stays what
+/// the call sites make of it rather than one of those.
+const EXECUTOR_TRAITS: &[&str] = &[
+    "Executor",
+    "PgExecutor",
+    "MySqlExecutor",
+    "SqliteExecutor",
+    "Acquire",
+    "Connection",
+    "AsyncConnection",
+    "ConnectionTrait",
+    "GenericClient",
+];
+
 /// The trait each generic parameter is known by: `impl Repo` for `<R: Repo>` or `where R:
 /// Send + Repo` (the first bound that is not a marker trait), as `(param, "impl Repo")`.
 pub fn generic_bounds(g: &syn::Generics) -> Vec<(Name, Name)> {
@@ -64,6 +79,9 @@ pub fn generic_bounds(g: &syn::Generics) -> Vec<(Name, Name)> {
                 && let Some(last) = t.path.segments.last_item()
                 && !MARKER_TRAITS.iter().any(|m| last.ident == m)
             {
+                if EXECUTOR_TRAITS.iter().any(|m| last.ident == m) {
+                    return;
+                }
                 out.push((
                     param,
                     Name::display(&format_args!("impl {}", path_string(&t.path))),
