@@ -301,6 +301,19 @@ pub(crate) const CODE_FREE_MACROS: &[&str] = &[
     "doc",
 ];
 
+/// Redis commands whose calls keep their steps' source spans (`ir::Call::spans`), for the
+/// fixes that rename them (`get` → `get_del`) or add arguments (`set_nx` → `SET .. NX EX`).
+pub(crate) const REDIS_SPAN_STEPS: &[&str] = &[
+    "get",
+    "get_del",
+    "set",
+    "set_nx",
+    "set_options",
+    "expire",
+    "pexpire",
+    "del",
+];
+
 /// Macros that end a branch with a failure (a branch that runs one fails).
 pub(crate) const FAILING_MACROS: &[&str] = &[
     "bail",

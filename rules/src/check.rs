@@ -147,6 +147,7 @@ fn run_with(
             paths: files.iter().map(|f| f.path.as_str()).collect(),
             lines: files.iter().map(|f| &f.lines).collect(),
             bodies: files.iter().map(|f| f.ir.bodies.as_slice()).collect(),
+            fix_anchors: files.iter().map(|f| f.ir.fix_anchors.as_slice()).collect(),
             facts: &a.facts,
             effects: &a.effects,
             sites: &a.sites,

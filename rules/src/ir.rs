@@ -62,6 +62,8 @@ pub struct FileIr {
     pub modules: Vec<crate::ModDecl>,
     /// Item-level `include!("file")` paths.
     pub includes: Vec<String>,
+    /// What fixes edit by, for the bodies that have any, in body order.
+    pub fix_anchors: Vec<FixAnchors>,
 }
 
 impl FileIr {
@@ -72,6 +74,7 @@ impl FileIr {
         self.items.shrink_to_fit();
         self.modules.shrink_to_fit();
         self.includes.shrink_to_fit();
+        self.fix_anchors.shrink_to_fit();
         let f = &mut self.facts;
         f.structs.shrink_to_fit();
         for (_, fields) in &mut f.structs {
@@ -133,8 +136,32 @@ pub struct Body {
     pub ret: Box<[Name]>,
     /// Boxed once lowering is done: no spare capacity is kept for the run.
     pub events: Box<[Event]>,
-    /// The statements that run one call and drop its value, for fixes that remove them.
+}
+
+/// What the fixes of one body edit by, kept apart from the body so that the bodies with none
+/// (most of them) carry nothing: the statements that run one call and drop its value (for
+/// fixes that remove them), and where the steps of the calls shaped like a Redis command are
+/// (`apis::REDIS_SPAN_STEPS`, `redis::cmd(..)`: fixes that rename them or add arguments).
+#[derive(Debug, Clone, Default)]
+pub struct FixAnchors {
+    /// The body's index in its file.
+    pub body: u32,
     pub discards: Box<[Discard]>,
+    /// Per call event (in event order), where each of its steps is.
+    pub spans: Box<[CallSpans]>,
+}
+
+/// Where each step of the call at an event is.
+pub type CallSpans = (u32, Box<[StepSpan]>);
+
+impl FixAnchors {
+    /// Where the steps of the call at event `call` are, when it kept them.
+    pub fn steps(&self, call: u32) -> Option<&[StepSpan]> {
+        self.spans
+            .binary_search_by_key(&call, |(e, _)| *e)
+            .ok()
+            .map(|k| &*self.spans[k].1)
+    }
 }
 
 /// A statement that runs one call chain and drops its value (`call;`, `let _ = call;`, `let _:
@@ -356,6 +383,14 @@ pub struct Call {
     pub steps: Small<Step>,
 }
 
+/// Where a call step is: from its name (the function path of a root step) to its closing
+/// parenthesis, and whether its argument list ends in a comma (`f(a, b,)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepSpan {
+    pub sp: Sp,
+    pub trailing_comma: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct Step {
     pub name: Name,
@@ -364,11 +399,6 @@ pub struct Step {
     pub awaited: bool,
     /// `?` after this step (and its await).
     pub tried: bool,
-    /// Its argument list ends in a comma (`f(a, b,)`).
-    pub trailing_comma: bool,
-    /// From its name (the function path of a root step) to its closing parenthesis, for fixes
-    /// that rename it or add arguments.
-    pub sp: Sp,
 }
 
 /// What the classifier needs to know about one argument. Rare facts live in `extra`, so the

@@ -4,7 +4,7 @@
 //! other arguments, and the edits that rename it or give it more arguments.
 
 use crate::diagnostic::Edit;
-use crate::ir::{Arg, Call, EventKind, Sp};
+use crate::ir::{Arg, Call, EventKind, Sp, StepSpan};
 use crate::name::Name;
 use crate::query;
 use crate::rules::RuleCx;
@@ -20,6 +20,8 @@ pub(crate) struct Command<'a> {
     /// The arguments after the key, in order.
     pub args: Vec<&'a Arg>,
     call: &'a Call,
+    /// Where each step of the call is (see [`Call::spans`]).
+    spans: &'a [StepSpan],
     /// Written as a method (`con.get(..)`), not as `redis::cmd(..)`.
     method: bool,
 }
@@ -30,8 +32,10 @@ const RUN_STEPS: &[&str] = &["query_async", "query"];
 /// The Redis command of event `i`, when it is a call in one of the plain shapes (see
 /// [`command`]).
 pub(crate) fn command_at<'a>(cx: &RuleCx<'a>, i: u32) -> Option<Command<'a>> {
+    // Only a chain shaped like a Redis command keeps its spans, which the fixes edit by.
+    let spans = cx.fix_anchors().steps(i)?;
     match &cx.body.events[i as usize].kind {
-        EventKind::Call(call) => command(call),
+        EventKind::Call(call) => command(call, spans),
         _ => None,
     }
 }
@@ -39,7 +43,7 @@ pub(crate) fn command_at<'a>(cx: &RuleCx<'a>, i: u32) -> Option<Command<'a>> {
 /// The Redis command a call chain is, when it is one of the two plain shapes: a method on a
 /// connection place whose first argument is the key, or `cmd("NAME")` (a string literal)
 /// followed only by `.arg(..)`s, the key first, and a run step on a connection place.
-fn command(call: &Call) -> Option<Command<'_>> {
+fn command<'a>(call: &'a Call, spans: &'a [StepSpan]) -> Option<Command<'a>> {
     let first = call.steps.first()?;
     if call.func.is_empty() {
         let (key, args) = first.args.split_first()?;
@@ -52,6 +56,7 @@ fn command(call: &Call) -> Option<Command<'_>> {
             key,
             args: args.iter().collect(),
             call,
+            spans,
             method: true,
         });
     }
@@ -82,6 +87,7 @@ fn command(call: &Call) -> Option<Command<'_>> {
         key,
         args: args[1..].to_vec(),
         call,
+        spans,
         method: false,
     })
 }
@@ -123,13 +129,18 @@ impl Command<'_> {
         })
     }
 
+    /// Where step `i` of the call is.
+    fn step_span(&self, i: usize) -> StepSpan {
+        self.spans.get(i).copied().unwrap_or_default()
+    }
+
     /// The edit that makes it command `command`: a method renamed to `method`
     /// (`get` → `get_del`), or the `cmd("..")` literal replaced (`cmd("GET")` →
     /// `cmd("GETDEL")`, in the literal's case).
     pub fn rename(&self, cx: &RuleCx<'_>, method: &str, command: &str) -> Edit {
         let first = &self.call.steps[0];
         if self.method {
-            let sp = first.sp;
+            let sp = self.step_span(0).sp;
             let end_col = sp.col + first.name.chars().count() as u32;
             return Edit {
                 span: cx.span(Sp {
@@ -147,7 +158,7 @@ impl Command<'_> {
             command.to_string()
         };
         Edit {
-            span: cx.span(first.sp),
+            span: cx.span(self.step_span(0).sp),
             replacement: format!("{}(\"{command}\")", Name::join(&self.call.func, "::")),
         }
     }
@@ -157,7 +168,7 @@ impl Command<'_> {
     /// after the last `.arg(..)` of a `cmd(..)`.
     pub fn append(&self, cx: &RuleCx<'_>, method: &str, cmd_args: &[&str]) -> Edit {
         if self.method {
-            let first = &self.call.steps[0];
+            let first = self.step_span(0);
             let close = Sp {
                 line: first.sp.end_line,
                 col: first.sp.end_col - 1,
@@ -178,8 +189,8 @@ impl Command<'_> {
             .call
             .steps
             .iter()
-            .rfind(|s| s.name == "arg")
-            .map_or(self.call.steps[0].sp, |s| s.sp);
+            .rposition(|s| s.name == "arg")
+            .map_or(self.step_span(0).sp, |i| self.step_span(i).sp);
         let after = Sp {
             line: last_arg.end_line,
             col: last_arg.end_col,

@@ -8,14 +8,19 @@ use super::spans::{first_span, start_span};
 use super::types::type_ref;
 use super::{Seq, conds, pat_names};
 use crate::apis;
-use crate::ir::{Bind, BindExtra, Discard, Event, EventKind, Region, Sp, Test, TestRole};
+use crate::ir::{
+    Bind, BindExtra, CallSpans, Discard, Event, EventKind, Region, Sp, Test, TestRole,
+};
 use crate::name::Name;
 use crate::parse::LineIndex;
 use crate::sql;
 use syn::{Block, Expr, Pat, Stmt};
 
 /// Lowers a fn body: its events and the statements that drop a call's value.
-pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> (Vec<Event>, Vec<Discard>) {
+pub fn lower_block(
+    lines: &LineIndex<'_>,
+    block: &Block,
+) -> (Vec<Event>, Vec<Discard>, Vec<CallSpans>) {
     let mut lw = BodyLowerer {
         lines,
         ev: Vec::new(),
@@ -23,9 +28,10 @@ pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> (Vec<Event>, Vec<Dis
         scratch: Vec::new(),
         depth: 0,
         discards: Vec::new(),
+        step_spans: Vec::new(),
     };
     lw.block(block);
-    (lw.ev, lw.discards)
+    (lw.ev, lw.discards, lw.step_spans)
 }
 
 /// Lowers one body: the events so far, the locals each open block declared (they get a `Drop`
@@ -40,6 +46,9 @@ pub(super) struct BodyLowerer<'a, 'b> {
     pub(super) scratch: Vec<Name>,
     /// The statements that run one call and drop its value (see [`Discard`]).
     pub(super) discards: Vec<Discard>,
+    /// Where the steps of the calls shaped like a Redis command are, by call event (see
+    /// [`crate::ir::FixAnchors`]).
+    pub(super) step_spans: Vec<CallSpans>,
 }
 
 /// The longest string literal kept (longer ones are text, not keys or names).

@@ -9,7 +9,7 @@ use super::places::{array_items, paths, place_parts, strings, struct_lit, value_
 use super::spans::{end_span, start_span};
 use super::{Seq, last_segment, segments};
 use crate::apis;
-use crate::ir::{Arg, ArgExtra, Call, EventKind, Region, Step};
+use crate::ir::{Arg, ArgExtra, Call, EventKind, Region, Step, StepSpan};
 use crate::name::Name;
 use crate::small::Small;
 use crate::sql;
@@ -79,6 +79,7 @@ impl BodyLowerer<'_, '_> {
         let mut call = Call::default();
         // The root's own step (`f(..)`, `query!(..)`), when it has one.
         let mut root_step: Option<Step> = None;
+        let mut root_span: Option<StepSpan> = None;
         let root_start = start_span(cur);
         let mut deferred: Vec<&Expr> = Vec::new();
         match cur {
@@ -92,8 +93,10 @@ impl BodyLowerer<'_, '_> {
                         args,
                         awaited,
                         tried,
-                        trailing_comma: c.args.trailing_punct(),
+                    });
+                    root_span = Some(StepSpan {
                         sp: self.lines.sp(root_start, c.paren_token.span.close()),
+                        trailing_comma: c.args.trailing_punct(),
                     });
                 } else {
                     self.expr(&c.func);
@@ -120,8 +123,10 @@ impl BodyLowerer<'_, '_> {
                         args,
                         awaited,
                         tried,
-                        trailing_comma: false,
+                    });
+                    root_span = Some(StepSpan {
                         sp: self.lines.sp(root_start, m.mac.delimiter.span().close()),
+                        trailing_comma: false,
                     });
                 } else {
                     let sp = self.lines.sp(root_start, m.mac.bang_token.span);
@@ -138,15 +143,27 @@ impl BodyLowerer<'_, '_> {
         }
         // The root's step, then the method steps innermost first (`Small` collects a one-step
         // call, most calls, without a vector, and a longer one into an exactly sized one).
+        let keep_spans = call.func.last().is_some_and(|f| f == "cmd")
+            || raw
+                .last()
+                .is_some_and(|(name, ..)| apis::REDIS_SPAN_STEPS.contains(&name.as_str()))
+                && root_step.is_none();
+        let mut spans: Vec<StepSpan> = Vec::new();
+        if keep_spans {
+            spans.extend(root_span);
+            spans.extend(raw.iter().rev().map(|(_, args, _, _, sp)| StepSpan {
+                sp: *sp,
+                trailing_comma: args.is_some_and(|a| a.trailing_punct()),
+            }));
+        }
         call.steps = root_step
             .into_iter()
             .chain(
                 raw.into_iter()
                     .rev()
-                    .map(|(name, args, awaited, tried, sp)| {
+                    .map(|(name, args, awaited, tried, _)| {
                         let ints = apis::REDIS_INT_ARG_STEPS.contains(&name.as_str());
                         Step {
-                            trailing_comma: args.is_some_and(|a| a.trailing_punct()),
                             args: match args {
                                 Some(args) => self.args(args.each(), &mut deferred, ints),
                                 None => Small::Empty,
@@ -154,7 +171,6 @@ impl BodyLowerer<'_, '_> {
                             name,
                             awaited,
                             tried,
-                            sp,
                         }
                     }),
             )
@@ -178,6 +194,9 @@ impl BodyLowerer<'_, '_> {
         // Closure parameters of `rows.iter().filter(|r| ..)` derive from the receiver.
         let recv_root: Vec<Name> = call.recv.first().cloned().into_iter().collect();
         let idx = self.push(sp, EventKind::Call(Box::new(call)));
+        if keep_spans {
+            self.step_spans.push((idx, spans.into_boxed_slice()));
+        }
         for d in deferred {
             self.push(sp, EventKind::Enter(Region::Closure { call: Some(idx) }));
             match d {

@@ -275,11 +275,16 @@ impl ItemLowerer<'_, '_> {
         };
         let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
-        let (mut events, mut discards) = body::lower_block(self.lines, block);
+        let (mut events, discards, step_spans) = body::lower_block(self.lines, block);
         if prefilter::is_inert(&events, self.knowledge) {
             events = prefilter::keep_call_graph(events);
-            // No rule fires in an inert body, so no fix removes its statements.
-            discards.clear();
+        } else if !discards.is_empty() || !step_spans.is_empty() {
+            // (No rule fires in an inert body, so no fix edits it.)
+            self.out.fix_anchors.push(crate::ir::FixAnchors {
+                body: self.out.bodies.len() as u32,
+                discards: discards.into_boxed_slice(),
+                spans: step_spans.into_boxed_slice(),
+            });
         }
         self.out.bodies.push(Body {
             ident,
@@ -300,7 +305,6 @@ impl ItemLowerer<'_, '_> {
                 .collect(),
             ret: ret.into_boxed_slice(),
             events: events.into_boxed_slice(),
-            discards: discards.into_boxed_slice(),
         });
         // Nested items (fns declared inside the body) are separate bodies.
         for stmt in &block.stmts {

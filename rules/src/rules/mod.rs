@@ -103,6 +103,9 @@ pub(crate) struct CrateView<'a> {
     pub paths: Vec<&'a str>,
     pub lines: Vec<&'a Lines>,
     pub bodies: Vec<&'a [Body]>,
+    /// Per file: what fixes edit by, for the bodies that have any (see
+    /// [`crate::ir::FixAnchors`]).
+    pub fix_anchors: Vec<&'a [crate::ir::FixAnchors]>,
     pub facts: &'a Facts<'a>,
     pub effects: &'a PerBody<BodyEffects>,
     pub sites: &'a PerBody<CallSiteEffects>,
@@ -419,6 +422,17 @@ impl<'a> RuleCx<'a> {
 
     pub fn callees(&self, i: u32) -> &'a [BodyId] {
         self.effects.callees(i)
+    }
+
+    /// What fixes of this body edit by (empty when it has none).
+    pub fn fix_anchors(&self) -> &'a crate::ir::FixAnchors {
+        static NONE: std::sync::LazyLock<crate::ir::FixAnchors> =
+            std::sync::LazyLock::new(crate::ir::FixAnchors::default);
+        let anchors = self.krate.fix_anchors[self.id.file as usize];
+        match anchors.binary_search_by_key(&self.id.body, |a| a.body) {
+            Ok(k) => &anchors[k],
+            Err(_) => &NONE,
+        }
     }
 
     pub fn path(&self) -> &str {

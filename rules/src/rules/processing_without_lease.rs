@@ -319,7 +319,7 @@ fn set_with_expiry(
     };
     let ttl = ttl.int()?;
     let unit = if expire.name == "PEXPIRE" { "PX" } else { "EX" };
-    let removed = cx.body.discards.iter().find(|x| x.call == b)?;
+    let removed = cx.fix_anchors().discards.iter().find(|x| x.call == b)?;
     let ttl_arg = ttl.as_str();
     let mut edits = Vec::new();
     let mut answer_kept = true;

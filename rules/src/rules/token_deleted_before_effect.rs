@@ -256,7 +256,7 @@ fn getdel(cx: &RuleCx<'_>, c: u32, d: u32) -> Option<Suggestion> {
     {
         return None;
     }
-    let removed = cx.body.discards.iter().find(|x| x.call == d)?;
+    let removed = cx.fix_anchors().discards.iter().find(|x| x.call == d)?;
     let certain = query::same_block(cx.body, c, d)
         && get.untouched_between(cx, c, d)
         && presence_only(cx, c, d);
