@@ -187,9 +187,9 @@ async fn one<S: Shop>(shop: &S, kind: Kind, replay: &Pay) {
 }
 
 /// Sequential latency of `a` and `b` in alternating blocks of `block` calls, `rounds` times:
-/// the medians of the per-call means of the blocks, and the median of the rounds' ratios
-/// (robust to a drift of the machine's speed, which moves both halves of a round alike).
-async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize) -> [f64; 3] {
+/// the medians of the per-call means of the blocks, and the median and quartiles of the rounds'
+/// ratios (robust to a drift of the machine's speed, which moves both halves of a round alike).
+async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize) -> Paired {
     let replay = fresh();
     shop.remote(replay.clone()).await.unwrap();
     for _ in 0..block {
@@ -212,12 +212,34 @@ async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize
         tb.push(y);
         ratios.push(y / x);
     }
-    [median(ta), median(tb), median(ratios)]
+    Paired {
+        a: quantile(&mut ta, 0.5),
+        b: quantile(&mut tb, 0.5),
+        ratio: quantile(&mut ratios, 0.5),
+        low: quantile(&mut ratios, 0.25),
+        high: quantile(&mut ratios, 0.75),
+    }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// What [`paired`] measured: medians in µs per call, and the rounds' ratios.
+struct Paired {
+    a: f64,
+    b: f64,
+    ratio: f64,
+    low: f64,
+    high: f64,
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// The machine's load averages (1, 5 and 15 minutes), where `/proc/loadavg` exists.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// Calls per second with `tasks` concurrent callers doing `per_task` calls each.
@@ -242,8 +264,9 @@ async fn throughput<S: Shop>(shop: &Arc<S>, kind: Kind, tasks: usize, per_task: 
 
 async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, fast: bool) {
     println!("\n## {name}\n");
-    println!("| comparison | raw | idempotent | ratio (median of rounds) |");
-    println!("| --- | --- | --- | --- |");
+    println!("load average before: {}\n", load());
+    println!("| comparison | raw | idempotent | ratio (median of rounds) | middle half of the rounds |");
+    println!("| --- | --- | --- | --- | --- |");
     let mut pairs = vec![
         ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
         ("one-transaction mode vs the INSERT", Kind::Raw, Kind::Local),
@@ -260,8 +283,11 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
         );
     }
     for (label, a, b) in pairs {
-        let [ra, rb, ratio] = paired(&*shop, a, b, blocks, block).await;
-        println!("| {label} (sequential, µs/call) | {ra:.0} | {rb:.0} | {ratio:.2}x |");
+        let p = paired(&*shop, a, b, blocks, block).await;
+        println!(
+            "| {label} (sequential, µs/call) | {:.0} | {:.0} | {:.2}x | {:.2}x–{:.2}x |",
+            p.a, p.b, p.ratio, p.low, p.high
+        );
     }
     let (tasks, per_task) = (16, 40);
     let mut pairs = vec![
@@ -282,10 +308,11 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
         let ta = throughput(&shop, a, tasks, per_task).await;
         let tb = throughput(&shop, b, tasks, per_task).await;
         println!(
-            "| {label} ({tasks} callers, calls/s) | {ta:.0} | {tb:.0} | {:.2}x |",
+            "| {label} ({tasks} callers, calls/s) | {ta:.0} | {tb:.0} | {:.2}x | single run |",
             ta / tb
         );
     }
+    println!("\nload average after: {}", load());
 }
 
 #[cfg(feature = "postgres")]
@@ -375,8 +402,8 @@ async fn postgres(url: &str) {
     report(
         "PostgreSQL (local server, fsync on)",
         shop.clone(),
-        8,
-        50,
+        100,
+        10,
         true,
     )
     .await;
