@@ -265,7 +265,9 @@ async fn throughput<S: Shop>(shop: &Arc<S>, kind: Kind, tasks: usize, per_task: 
 async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, fast: bool) {
     println!("\n## {name}\n");
     println!("load average before: {}\n", load());
-    println!("| comparison | raw | idempotent | ratio (median of rounds) | middle half of the rounds |");
+    println!(
+        "| comparison | raw | idempotent | ratio (median of rounds) | middle half of the rounds |"
+    );
     println!("| --- | --- | --- | --- | --- |");
     let mut pairs = vec![
         ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
