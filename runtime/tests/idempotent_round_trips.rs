@@ -16,9 +16,11 @@ mod idempotent_support;
 
 use idempotent_support::*;
 use staleguard::idempotency::{
-    Begun, BegunLocal, Call, Config, ErrorCodec, Fingerprinter, Idempotency, IdempotencyError,
-    IdempotencyKey, IdempotencyStore, LocalStore, ResponseCodec,
+    Begun, Call, Config, Fingerprinter, Idempotency, IdempotencyError, IdempotencyKey,
+    IdempotencyStore,
 };
+#[cfg(feature = "postgres")]
+use staleguard::idempotency::{BegunLocal, ErrorCodec, LocalStore, ResponseCodec};
 use std::time::Duration;
 
 fn call(key: &str) -> Call {
@@ -48,6 +50,7 @@ async fn complete<S: IdempotencyStore>(engine: &Idempotency<S>, key: &str) {
 }
 
 /// Claims `key` in the one-transaction mode and commits it with nothing else written.
+#[cfg(feature = "postgres")]
 async fn complete_local<S: LocalStore>(engine: &Idempotency<S>, key: &str) {
     let Ok(BegunLocal::Run(guard, tx)) = engine.begin_local(call(key)).await else {
         panic!("{key}: expected to run in the transaction");
@@ -59,6 +62,7 @@ async fn complete_local<S: LocalStore>(engine: &Idempotency<S>, key: &str) {
         .unwrap();
 }
 
+#[cfg(feature = "postgres")]
 async fn is_local_replay<S: LocalStore>(engine: &Idempotency<S>, key: &str) {
     match engine.begin_local(call(key)).await {
         Ok(BegunLocal::Replay(Ok(body))) => {
