@@ -1,7 +1,9 @@
 //! Benchmark of `#[idempotent]` against the same effect run raw, in one run, on the same
 //! database: the effect is one `INSERT` of an order row.
 //!
-//! - raw: the `INSERT` alone (autocommit);
+//! - raw: the `INSERT` alone (autocommit), through the same pool as the idempotent calls; the
+//!   one-transaction mode is also compared with `BEGIN`, the `INSERT`, `COMMIT` (the raw form of a
+//!   handler whose writes already share one transaction), as a second reference, not the target's;
 //! - remote-effect mode (`#[idempotent]`): claim, the same `INSERT` (autocommit, standing for a
 //!   call to another system), completion;
 //! - one-transaction mode (`#[idempotent(tx = tx)]`): claim, the `INSERT` through the handed
@@ -58,6 +60,7 @@ impl From<IdempotencyError> for BenchError {
 trait Shop: Send + Sync + 'static {
     type Store: LocalStore;
     fn raw(&self, req: &Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn raw_tx(&self, req: &Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn point_read(&self, key: &str) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn remote(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn local(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
@@ -107,6 +110,19 @@ macro_rules! shop {
                     .execute(&self.pool)
                     .await
                     .map_err(|e| BenchError(e.to_string()))?;
+                Ok(Receipt { amount: req.amount })
+            }
+
+            async fn raw_tx(&self, req: &Pay) -> Result<Receipt, BenchError> {
+                let fail = |e: sqlx::Error| BenchError(e.to_string());
+                let mut tx = self.pool.begin().await.map_err(fail)?;
+                sqlx::query($insert)
+                    .bind(&req.key)
+                    .bind(req.amount)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(fail)?;
+                tx.commit().await.map_err(fail)?;
                 Ok(Receipt { amount: req.amount })
             }
 
@@ -167,6 +183,7 @@ fn fresh() -> Pay {
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Raw,
+    RawTx,
     Remote,
     Fast,
     Local,
@@ -177,6 +194,7 @@ enum Kind {
 async fn one<S: Shop>(shop: &S, kind: Kind, replay: &Pay) {
     let done = match kind {
         Kind::Raw => shop.raw(&fresh()).await,
+        Kind::RawTx => shop.raw_tx(&fresh()).await,
         Kind::Remote => shop.remote(fresh()).await,
         Kind::Fast => shop.fast(fresh()).await,
         Kind::Local => shop.local(fresh()).await,
@@ -242,23 +260,31 @@ fn load() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
-/// Calls per second with `tasks` concurrent callers doing `per_task` calls each.
+/// Calls per second with `tasks` concurrent callers doing `per_task` calls each, after an
+/// unmeasured burst of the same concurrency (so that every pool has its connections open and
+/// its statements prepared).
 async fn throughput<S: Shop>(shop: &Arc<S>, kind: Kind, tasks: usize, per_task: usize) -> f64 {
     let replay = fresh();
     shop.remote(replay.clone()).await.unwrap();
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..tasks {
-        let (shop, replay) = (shop.clone(), replay.clone());
-        set.spawn(async move {
-            for _ in 0..per_task {
-                one(&*shop, kind, &replay).await;
+    let burst = |per_task: usize| {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let (shop, replay) = (shop.clone(), replay.clone());
+            set.spawn(async move {
+                for _ in 0..per_task {
+                    one(&*shop, kind, &replay).await;
+                }
+            });
+        }
+        async move {
+            while let Some(done) = set.join_next().await {
+                done.unwrap();
             }
-        });
-    }
-    while let Some(done) = set.join_next().await {
-        done.unwrap();
-    }
+        }
+    };
+    burst(4).await;
+    let start = Instant::now();
+    burst(per_task).await;
     (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
 }
 
@@ -272,6 +298,11 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
     let mut pairs = vec![
         ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
         ("one-transaction mode vs the INSERT", Kind::Raw, Kind::Local),
+        (
+            "one-transaction mode vs the INSERT in a transaction of its own",
+            Kind::RawTx,
+            Kind::Local,
+        ),
         ("replay vs a point read", Kind::PointRead, Kind::Replay),
     ];
     if fast {
@@ -370,6 +401,7 @@ async fn postgres(url: &str) {
     println!("| --- | --- | --- | --- |");
     for (label, kind) in [
         ("the INSERT alone", Kind::Raw),
+        ("BEGIN, the INSERT, COMMIT", Kind::RawTx),
         ("remote-effect mode, new key", Kind::Remote),
         (
             "remote-effect mode, asynchronous completion, new key",
