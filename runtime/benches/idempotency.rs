@@ -348,6 +348,108 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
     println!("\nload average after: {}", load());
 }
 
+/// Where the time of a remote-effect call goes on PostgreSQL: its parts timed alone through the
+/// store's API, in alternating blocks (medians of the rounds' means), next to what one round
+/// trip, a point read and the raw `INSERT` cost in the same rounds.
+#[cfg(feature = "postgres")]
+async fn phases(shop: &PgShop, rounds: usize, block: usize) {
+    use staleguard::idempotency::{
+        Attempt, ClaimRequest, IdempotencyKey, IdempotencyStore, Outcome, RecordKey,
+    };
+    let parts = [
+        "one round trip on a held connection (`SELECT 1`)",
+        "a point read through the pool",
+        "the raw `INSERT` (autocommit)",
+        "the claim of a new key (read, insert, commit; one connection)",
+        "the completion, durable commit",
+        "the completion, asynchronous commit",
+    ];
+    let fingerprint = "0".repeat(64);
+    let point = fresh();
+    shop.raw(&point).await.unwrap();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); parts.len()];
+    for round in 0..rounds + 2 {
+        let mut spent = [0.0; 6];
+        let mut conn = shop.pool.acquire().await.unwrap();
+        let start = Instant::now();
+        for _ in 0..block {
+            sqlx::query("SELECT 1").execute(&mut *conn).await.unwrap();
+        }
+        spent[0] = start.elapsed().as_secs_f64();
+        drop(conn);
+        let start = Instant::now();
+        for _ in 0..block {
+            shop.point_read(&point.key).await.unwrap();
+        }
+        spent[1] = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        for _ in 0..block {
+            shop.raw(&fresh()).await.unwrap();
+        }
+        spent[2] = start.elapsed().as_secs_f64();
+        let keys: Vec<(RecordKey, String)> = (0..2 * block)
+            .map(|_| {
+                let key = IdempotencyKey::new(fresh().key).unwrap();
+                (RecordKey::new("phases", None, &key), fresh().key)
+            })
+            .collect();
+        let start = Instant::now();
+        for (key, owner) in &keys {
+            let request = ClaimRequest {
+                key,
+                record_id: owner,
+                fingerprint: &fingerprint,
+                owner,
+                lease_ms: 30_000,
+                retention_ms: 86_400_000,
+                retry_failed: false,
+            };
+            let record = shop.idem.store().claim(&request).await.unwrap();
+            assert_eq!(
+                &record.owner, owner,
+                "the claim of a new key was not this one's"
+            );
+        }
+        spent[3] = start.elapsed().as_secs_f64() / 2.0;
+        for (i, (store, half)) in [(shop.idem.store(), 0), (shop.fast.store(), 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let start = Instant::now();
+            for (key, owner) in &keys[half * block..(half + 1) * block] {
+                let attempt = Attempt {
+                    key,
+                    fence: 1,
+                    owner,
+                };
+                let done = store
+                    .finish(&attempt, Outcome::Success("{\"amount\":1}"), 86_400_000)
+                    .await
+                    .unwrap();
+                assert_eq!(done, staleguard::idempotency::Transition::Applied);
+            }
+            spent[4 + i] = start.elapsed().as_secs_f64();
+        }
+        if round >= 2 {
+            for (t, s) in times.iter_mut().zip(spent) {
+                t.push(s * 1e6 / block as f64);
+            }
+        }
+    }
+    println!("\n## PostgreSQL: where a remote-effect call's time goes (sequential, µs)\n");
+    println!("load average: {}\n", load());
+    println!("| part | median | middle half of the rounds |");
+    println!("| --- | --- | --- |");
+    for (part, t) in parts.iter().zip(&mut times) {
+        println!(
+            "| {part} | {:.0} | {:.0}–{:.0} |",
+            quantile(t, 0.5),
+            quantile(t, 0.25),
+            quantile(t, 0.75)
+        );
+    }
+}
+
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str) {
     use sqlx::postgres::PgPoolOptions;
@@ -441,6 +543,7 @@ async fn postgres(url: &str) {
         true,
     )
     .await;
+    phases(&shop, 60, 10).await;
     shop.pool.close().await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&admin)
