@@ -1,7 +1,9 @@
 //! Benchmark of `#[idempotent]` against the same effect run raw, in one run, on the same
 //! database: the effect is one `INSERT` of an order row.
 //!
-//! - raw: the `INSERT` alone (autocommit);
+//! - raw: the `INSERT` alone (autocommit), through the same pool as the idempotent calls; the
+//!   one-transaction mode is also compared with `BEGIN`, the `INSERT`, `COMMIT` (the raw form of a
+//!   handler whose writes already share one transaction), as a second reference, not the target's;
 //! - remote-effect mode (`#[idempotent]`): claim, the same `INSERT` (autocommit, standing for a
 //!   call to another system), completion;
 //! - one-transaction mode (`#[idempotent(tx = tx)]`): claim, the `INSERT` through the handed
@@ -58,6 +60,7 @@ impl From<IdempotencyError> for BenchError {
 trait Shop: Send + Sync + 'static {
     type Store: LocalStore;
     fn raw(&self, req: &Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
+    fn raw_tx(&self, req: &Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn point_read(&self, key: &str) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn remote(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
     fn local(&self, req: Pay) -> impl Future<Output = Result<Receipt, BenchError>> + Send;
@@ -107,6 +110,19 @@ macro_rules! shop {
                     .execute(&self.pool)
                     .await
                     .map_err(|e| BenchError(e.to_string()))?;
+                Ok(Receipt { amount: req.amount })
+            }
+
+            async fn raw_tx(&self, req: &Pay) -> Result<Receipt, BenchError> {
+                let fail = |e: sqlx::Error| BenchError(e.to_string());
+                let mut tx = self.pool.begin().await.map_err(fail)?;
+                sqlx::query($insert)
+                    .bind(&req.key)
+                    .bind(req.amount)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(fail)?;
+                tx.commit().await.map_err(fail)?;
                 Ok(Receipt { amount: req.amount })
             }
 
@@ -167,6 +183,7 @@ fn fresh() -> Pay {
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Raw,
+    RawTx,
     Remote,
     Fast,
     Local,
@@ -177,6 +194,7 @@ enum Kind {
 async fn one<S: Shop>(shop: &S, kind: Kind, replay: &Pay) {
     let done = match kind {
         Kind::Raw => shop.raw(&fresh()).await,
+        Kind::RawTx => shop.raw_tx(&fresh()).await,
         Kind::Remote => shop.remote(fresh()).await,
         Kind::Fast => shop.fast(fresh()).await,
         Kind::Local => shop.local(fresh()).await,
@@ -187,9 +205,9 @@ async fn one<S: Shop>(shop: &S, kind: Kind, replay: &Pay) {
 }
 
 /// Sequential latency of `a` and `b` in alternating blocks of `block` calls, `rounds` times:
-/// the medians of the per-call means of the blocks, and the median of the rounds' ratios
-/// (robust to a drift of the machine's speed, which moves both halves of a round alike).
-async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize) -> [f64; 3] {
+/// the medians of the per-call means of the blocks, and the median and quartiles of the rounds'
+/// ratios (robust to a drift of the machine's speed, which moves both halves of a round alike).
+async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize) -> Paired {
     let replay = fresh();
     shop.remote(replay.clone()).await.unwrap();
     for _ in 0..block {
@@ -212,41 +230,79 @@ async fn paired<S: Shop>(shop: &S, a: Kind, b: Kind, rounds: usize, block: usize
         tb.push(y);
         ratios.push(y / x);
     }
-    [median(ta), median(tb), median(ratios)]
+    Paired {
+        a: quantile(&mut ta, 0.5),
+        b: quantile(&mut tb, 0.5),
+        ratio: quantile(&mut ratios, 0.5),
+        low: quantile(&mut ratios, 0.25),
+        high: quantile(&mut ratios, 0.75),
+    }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// What [`paired`] measured: medians in µs per call, and the rounds' ratios.
+struct Paired {
+    a: f64,
+    b: f64,
+    ratio: f64,
+    low: f64,
+    high: f64,
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-/// Calls per second with `tasks` concurrent callers doing `per_task` calls each.
+/// The machine's load averages (1, 5 and 15 minutes), where `/proc/loadavg` exists.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// Calls per second with `tasks` concurrent callers doing `per_task` calls each, after an
+/// unmeasured burst of the same concurrency (so that every pool has its connections open and
+/// its statements prepared).
 async fn throughput<S: Shop>(shop: &Arc<S>, kind: Kind, tasks: usize, per_task: usize) -> f64 {
     let replay = fresh();
     shop.remote(replay.clone()).await.unwrap();
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..tasks {
-        let (shop, replay) = (shop.clone(), replay.clone());
-        set.spawn(async move {
-            for _ in 0..per_task {
-                one(&*shop, kind, &replay).await;
+    let burst = |per_task: usize| {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let (shop, replay) = (shop.clone(), replay.clone());
+            set.spawn(async move {
+                for _ in 0..per_task {
+                    one(&*shop, kind, &replay).await;
+                }
+            });
+        }
+        async move {
+            while let Some(done) = set.join_next().await {
+                done.unwrap();
             }
-        });
-    }
-    while let Some(done) = set.join_next().await {
-        done.unwrap();
-    }
+        }
+    };
+    burst(4).await;
+    let start = Instant::now();
+    burst(per_task).await;
     (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
 }
 
 async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, fast: bool) {
     println!("\n## {name}\n");
-    println!("| comparison | raw | idempotent | ratio (median of rounds) |");
-    println!("| --- | --- | --- | --- |");
+    println!("load average before: {}\n", load());
+    println!(
+        "| comparison | raw | idempotent | ratio (median of rounds) | middle half of the rounds |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
     let mut pairs = vec![
         ("remote-effect mode vs the INSERT", Kind::Raw, Kind::Remote),
         ("one-transaction mode vs the INSERT", Kind::Raw, Kind::Local),
+        (
+            "one-transaction mode vs the INSERT in a transaction of its own",
+            Kind::RawTx,
+            Kind::Local,
+        ),
         ("replay vs a point read", Kind::PointRead, Kind::Replay),
     ];
     if fast {
@@ -260,8 +316,11 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
         );
     }
     for (label, a, b) in pairs {
-        let [ra, rb, ratio] = paired(&*shop, a, b, blocks, block).await;
-        println!("| {label} (sequential, µs/call) | {ra:.0} | {rb:.0} | {ratio:.2}x |");
+        let p = paired(&*shop, a, b, blocks, block).await;
+        println!(
+            "| {label} (sequential, µs/call) | {:.0} | {:.0} | {:.2}x | {:.2}x–{:.2}x |",
+            p.a, p.b, p.ratio, p.low, p.high
+        );
     }
     let (tasks, per_task) = (16, 40);
     let mut pairs = vec![
@@ -282,8 +341,111 @@ async fn report<S: Shop>(name: &str, shop: Arc<S>, blocks: usize, block: usize, 
         let ta = throughput(&shop, a, tasks, per_task).await;
         let tb = throughput(&shop, b, tasks, per_task).await;
         println!(
-            "| {label} ({tasks} callers, calls/s) | {ta:.0} | {tb:.0} | {:.2}x |",
+            "| {label} ({tasks} callers, calls/s) | {ta:.0} | {tb:.0} | {:.2}x | single run |",
             ta / tb
+        );
+    }
+    println!("\nload average after: {}", load());
+}
+
+/// Where the time of a remote-effect call goes on PostgreSQL: its parts timed alone through the
+/// store's API, in alternating blocks (medians of the rounds' means), next to what one round
+/// trip, a point read and the raw `INSERT` cost in the same rounds.
+#[cfg(feature = "postgres")]
+async fn phases(shop: &PgShop, rounds: usize, block: usize) {
+    use staleguard::idempotency::{
+        Attempt, ClaimRequest, IdempotencyKey, IdempotencyStore, Outcome, RecordKey,
+    };
+    let parts = [
+        "one round trip on a held connection (`SELECT 1`)",
+        "a point read through the pool",
+        "the raw `INSERT` (autocommit)",
+        "the claim of a new key (read, insert, commit; one connection)",
+        "the completion, durable commit",
+        "the completion, asynchronous commit",
+    ];
+    let fingerprint = "0".repeat(64);
+    let point = fresh();
+    shop.raw(&point).await.unwrap();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); parts.len()];
+    for round in 0..rounds + 2 {
+        let mut spent = [0.0; 6];
+        let mut conn = shop.pool.acquire().await.unwrap();
+        let start = Instant::now();
+        for _ in 0..block {
+            sqlx::query("SELECT 1").execute(&mut *conn).await.unwrap();
+        }
+        spent[0] = start.elapsed().as_secs_f64();
+        drop(conn);
+        let start = Instant::now();
+        for _ in 0..block {
+            shop.point_read(&point.key).await.unwrap();
+        }
+        spent[1] = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        for _ in 0..block {
+            shop.raw(&fresh()).await.unwrap();
+        }
+        spent[2] = start.elapsed().as_secs_f64();
+        let keys: Vec<(RecordKey, String)> = (0..2 * block)
+            .map(|_| {
+                let key = IdempotencyKey::new(fresh().key).unwrap();
+                (RecordKey::new("phases", None, &key), fresh().key)
+            })
+            .collect();
+        let start = Instant::now();
+        for (key, owner) in &keys {
+            let request = ClaimRequest {
+                key,
+                record_id: owner,
+                fingerprint: &fingerprint,
+                owner,
+                lease_ms: 30_000,
+                retention_ms: 86_400_000,
+                retry_failed: false,
+            };
+            let record = shop.idem.store().claim(&request).await.unwrap();
+            assert_eq!(
+                &record.owner, owner,
+                "the claim of a new key was not this one's"
+            );
+        }
+        spent[3] = start.elapsed().as_secs_f64() / 2.0;
+        for (i, (store, half)) in [(shop.idem.store(), 0), (shop.fast.store(), 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let start = Instant::now();
+            for (key, owner) in &keys[half * block..(half + 1) * block] {
+                let attempt = Attempt {
+                    key,
+                    fence: 1,
+                    owner,
+                };
+                let done = store
+                    .finish(&attempt, Outcome::Success("{\"amount\":1}"), 86_400_000)
+                    .await
+                    .unwrap();
+                assert_eq!(done, staleguard::idempotency::Transition::Applied);
+            }
+            spent[4 + i] = start.elapsed().as_secs_f64();
+        }
+        if round >= 2 {
+            for (t, s) in times.iter_mut().zip(spent) {
+                t.push(s * 1e6 / block as f64);
+            }
+        }
+    }
+    println!("\n## PostgreSQL: where a remote-effect call's time goes (sequential, µs)\n");
+    println!("load average: {}\n", load());
+    println!("| part | median | middle half of the rounds |");
+    println!("| --- | --- | --- |");
+    for (part, t) in parts.iter().zip(&mut times) {
+        println!(
+            "| {part} | {:.0} | {:.0}–{:.0} |",
+            quantile(t, 0.5),
+            quantile(t, 0.25),
+            quantile(t, 0.75)
         );
     }
 }
@@ -341,6 +503,7 @@ async fn postgres(url: &str) {
     println!("| --- | --- | --- | --- |");
     for (label, kind) in [
         ("the INSERT alone", Kind::Raw),
+        ("BEGIN, the INSERT, COMMIT", Kind::RawTx),
         ("remote-effect mode, new key", Kind::Remote),
         (
             "remote-effect mode, asynchronous completion, new key",
@@ -375,11 +538,12 @@ async fn postgres(url: &str) {
     report(
         "PostgreSQL (local server, fsync on)",
         shop.clone(),
-        8,
-        50,
+        100,
+        10,
         true,
     )
     .await;
+    phases(&shop, 60, 10).await;
     shop.pool.close().await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&admin)

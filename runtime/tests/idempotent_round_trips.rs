@@ -2,11 +2,13 @@
 //!
 //! PostgreSQL: the store's own pool (`PostgresStore::connect`) talks to the server through a
 //! counting proxy (`idempotent_support::wire`), which counts the server's `ReadyForQuery`
-//! messages: a new key costs 3 statements (read, insert, completion), a replay 1 and an "in
-//! progress" answer 1, with no ping before them (sqlx pings each connection on its way back to
-//! the pool, after the answer); a replay or an "in progress" answer leaves the row's version
-//! (`xmin`) as it was: they write nothing. SQLite: a replay and an "in progress" answer finish
-//! while another connection holds the writer lock, so they do not need it.
+//! messages: a new key costs 3 statements (read and insert on one connection, completion on
+//! another), a replay 1 and an "in progress" answer 1, with no ping before them; sqlx pings
+//! each connection on its way back to the pool, after the answer: 2 for a new key (one per
+//! connection), 1 for a replay. The one-transaction mode: `BEGIN`, the insert, the completion
+//! and `COMMIT` on one connection, one ping. A replay or an "in progress" answer leaves the
+//! row's version (`xmin`) as it was: they write nothing. SQLite: a replay and an "in progress"
+//! answer finish while another connection holds the writer lock, so they do not need it.
 
 #![cfg(feature = "sqlite")]
 
@@ -17,6 +19,8 @@ use staleguard::idempotency::{
     Begun, Call, Config, Fingerprinter, Idempotency, IdempotencyError, IdempotencyKey,
     IdempotencyStore,
 };
+#[cfg(feature = "postgres")]
+use staleguard::idempotency::{BegunLocal, ErrorCodec, LocalStore, ResponseCodec};
 use std::time::Duration;
 
 fn call(key: &str) -> Call {
@@ -43,6 +47,31 @@ async fn complete<S: IdempotencyStore>(engine: &Idempotency<S>, key: &str) {
         panic!("{key}: expected to run");
     };
     guard.finish::<_, AppError>(Ok(receipt())).await.unwrap();
+}
+
+/// Claims `key` in the one-transaction mode and commits it with nothing else written.
+#[cfg(feature = "postgres")]
+async fn complete_local<S: LocalStore>(engine: &Idempotency<S>, key: &str) {
+    let Ok(BegunLocal::Run(guard, tx)) = engine.begin_local(call(key)).await else {
+        panic!("{key}: expected to run in the transaction");
+    };
+    let (response, error) = (ResponseCodec::new(), ErrorCodec::<AppError>::new());
+    guard
+        .finish_with(tx, Ok(receipt()), &response, &error)
+        .await
+        .unwrap();
+}
+
+#[cfg(feature = "postgres")]
+async fn is_local_replay<S: LocalStore>(engine: &Idempotency<S>, key: &str) {
+    match engine.begin_local(call(key)).await {
+        Ok(BegunLocal::Replay(Ok(body))) => {
+            assert_eq!(serde_json::from_str::<Receipt>(&body).unwrap(), receipt())
+        }
+        Ok(BegunLocal::Replay(Err(e))) => panic!("{key}: replayed an error {e}"),
+        Ok(BegunLocal::Run(..)) => panic!("{key}: the body would run again"),
+        Err(e) => panic!("{key}: {e}"),
+    }
 }
 
 async fn is_replay<S: IdempotencyStore>(engine: &Idempotency<S>, key: &str) {
@@ -109,6 +138,8 @@ async fn postgres_round_trips_on_the_wire() {
     let Ok(Begun::Run(_taken)) = expiring.begin(call("warm-take")).await else {
         panic!()
     };
+    complete_local(&held, "warm-local").await;
+    is_local_replay(&held, "warm-local").await;
 
     // The connection is back in the pool (sqlx pings it on the way, after the answer).
     let pool = store.pool().clone();
@@ -143,8 +174,9 @@ async fn postgres_round_trips_on_the_wire() {
     complete(&held, "k1").await;
     assert_eq!(
         counted().await,
-        trips(3, 3),
-        "a new key: the read, the insert and the completion, each followed by sqlx's release ping"
+        trips(3, 2),
+        "a new key: the read and the insert on one connection, the completion on another, \
+         each connection followed by sqlx's release ping"
     );
 
     let version = xmin("k1").await;
@@ -179,12 +211,33 @@ async fn postgres_round_trips_on_the_wire() {
     assert_eq!(taken.handle().fence(), 2);
     assert_eq!(
         counted().await,
-        trips(2, 2),
-        "a takeover: the read and the compare-and-set upsert"
+        trips(2, 1),
+        "a takeover: the read and the compare-and-set upsert, on one connection"
     );
 
+    // The one-transaction mode: BEGIN, the insert, the completion and COMMIT on one connection
+    // (the body's own statements would go between them); a duplicate after the commit is
+    // BEGIN, the insert that finds the key (and writes nothing) and the read; its ROLLBACK
+    // goes out with the release ping, after the answer.
+    counted().await;
+    complete_local(&held, "k5").await;
+    assert_eq!(
+        counted().await,
+        trips(4, 1),
+        "the one-transaction mode: BEGIN, insert, completion, COMMIT"
+    );
+    let version = xmin("k5").await;
+    counted().await;
+    is_local_replay(&held, "k5").await;
+    assert_eq!(
+        counted().await,
+        trips(4, 1),
+        "a one-transaction replay: BEGIN, insert, read, then ROLLBACK and the release ping"
+    );
+    assert_eq!(xmin("k5").await, version, "a replay wrote the record");
+
     // sqlx's default pool pings each connection it hands out: one more round trip for each
-    // statement (what the store's own pool no longer does).
+    // acquisition (what the store's own pool does not do).
     let pinging = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .connect(&proxy.url)
@@ -204,8 +257,8 @@ async fn postgres_round_trips_on_the_wire() {
     complete(&pinging, "k4").await;
     assert_eq!(
         settled().await,
-        trips(3, 6),
-        "sqlx's default pool: a ping before and after each statement"
+        trips(3, 4),
+        "sqlx's default pool: a ping before and after each of the two connections"
     );
 
     let drop = format!("DROP TABLE IF EXISTS {table}");

@@ -4,9 +4,11 @@
 //! A request is identified by a [`RecordKey`] (handler name, optional tenant, the caller's key)
 //! and described by a [`Fingerprint`] of its payload. The first request atomically *claims* the
 //! key: one store statement creates the record in `PROCESSING` with an owner token, a fencing
-//! counter (`fence`) and a lease whose expiry is computed by the store's own clock. The same
-//! statement returns the existing record when the key is already taken, so the engine decides
-//! what to do without a second read:
+//! counter (`fence`) and a lease whose expiry is computed by the store's own clock. A key that
+//! is already taken is answered from the record as read (the SQL stores read before they
+//! insert; the insert reports a key taken in between without writing), so a replay or an "in
+//! progress" answer writes nothing; only a record that may be taken over goes on to the
+//! compare-and-set:
 //!
 //! ```text
 //!            claim (one atomic statement)

@@ -1,6 +1,7 @@
-//! The PostgreSQL store: one table, one statement per operation. The claim is an
-//! `INSERT .. ON CONFLICT DO UPDATE .. RETURNING`, so concurrent duplicates queue on the row lock
-//! and each sees the committed winner: no gap between "insert failed" and "read the record".
+//! The PostgreSQL store: one table, one statement per operation, except the claim (see
+//! `sql.rs`): a read, then for a new key an `INSERT .. ON CONFLICT DO NOTHING` (a concurrent
+//! duplicate's insert waits for the winner's row and writes nothing), and only to take a
+//! record over the compare-and-set upsert, all on one connection.
 
 use super::sql::{Dialect, Statements, check_table_name, sql_local_store, sql_store};
 use super::store::StoreError;
@@ -13,7 +14,6 @@ const DIALECT: Dialect = Dialect {
     big_int: "BIGINT",
     greatest: "GREATEST",
     skip_locked: " FOR UPDATE SKIP LOCKED",
-    insert_or_read: true,
 };
 
 /// Idempotency records in a PostgreSQL table.

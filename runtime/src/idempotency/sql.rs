@@ -1,6 +1,8 @@
 //! The SQL text shared by the SQLite and PostgreSQL stores, built once per table. Each store
-//! operation is one of these statements (one round trip), except the claim: a read, then for a
-//! new key the insert, and only to take a record over the compare-and-set upsert.
+//! operation is one of these statements (one round trip), except the claim: a read first (a
+//! replay or an "in progress" answer is that read and writes nothing), then for a new key the
+//! insert, and only to take a record over the compare-and-set upsert; the statements of one
+//! claim share one connection.
 
 use super::key::RecordKey;
 use super::record::{Record, State};
@@ -18,11 +20,6 @@ pub(crate) struct Dialect {
     /// What a row-picking subquery appends so that concurrent reconcilers pick different rows
     /// (`FOR UPDATE SKIP LOCKED` in PostgreSQL; nothing in SQLite, which has one writer).
     pub skip_locked: &'static str,
-    /// Whether the store opens a claim with one statement that inserts a new record or reads an
-    /// existing one without writing it (PostgreSQL: `INSERT .. ON CONFLICT DO NOTHING` in a
-    /// `WITH`, read-only on a conflict). SQLite takes its writer lock for any `INSERT`, so it
-    /// reads with a plain `SELECT` first.
-    pub insert_or_read: bool,
 }
 
 /// Every statement a store runs, for one table.
@@ -30,9 +27,11 @@ pub(crate) struct Dialect {
 pub(crate) struct Statements {
     pub create_table: Arc<str>,
     pub create_index: Arc<str>,
-    /// The first statement of a claim where the dialect has it: inserts a new record, or
-    /// returns the existing one with `claimed = false` and writes nothing.
-    pub insert_or_read: Option<Arc<str>>,
+    /// One record by its key: the [`RECORD`] columns and the store's clock.
+    pub read: Arc<str>,
+    /// A new record, or nothing when the key exists (`ON CONFLICT DO NOTHING`: nothing is
+    /// written then); returns what [`Statements::read`] returns.
+    pub insert: Arc<str>,
     /// The compare-and-set upsert: creates, takes over, or returns the record unchanged.
     pub claim: Arc<str>,
     pub finish: Arc<str>,
@@ -40,7 +39,6 @@ pub(crate) struct Statements {
     /// The release after a takeover: the record stays, its lease ended.
     pub release_taken_over: Arc<str>,
     pub heartbeat: Arc<str>,
-    pub get: Arc<str>,
     pub unknown: Arc<str>,
     pub resolve: Arc<str>,
     /// A record still UNKNOWN after the resolver asked: to the back of the queue.
@@ -67,8 +65,13 @@ pub(crate) fn check_table_name(table: &str) -> Result<(), StoreError> {
     }
 }
 
-const COLUMNS: &str = "handler, tenant, idem_key, record_id, fingerprint, state, owner, fence, \
-                       lease_expires_at, expires_at, response";
+/// The columns a claim and a read return, then the store's clock, decoded by position
+/// ([`decode`]); the caller knows the key.
+const RECORD: &str =
+    "record_id, fingerprint, state, owner, fence, lease_expires_at, expires_at, response";
+
+/// The key columns, which only the reconciler's many-record read returns (before [`RECORD`]).
+const KEY: &str = "handler, tenant, idem_key";
 
 impl Statements {
     pub fn new(table: &str, d: &Dialect) -> Statements {
@@ -98,7 +101,7 @@ impl Statements {
              VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
              {now} + {p8}, NULL, {now}, {now}) \
              ON CONFLICT (handler, tenant, idem_key) DO UPDATE SET {sets} \
-             RETURNING {COLUMNS}, {now} AS now",
+             RETURNING {RECORD}, {now}",
             p1 = p(1),
             p2 = p(2),
             p3 = p(3),
@@ -121,14 +124,12 @@ impl Statements {
             ]
             .join(", "),
         );
-        let insert_or_read = format!(
-            "WITH ins AS (INSERT INTO {table} (handler, tenant, idem_key, record_id, fingerprint, \
-             state, owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
+        let insert = format!(
+            "INSERT INTO {table} (handler, tenant, idem_key, record_id, fingerprint, state, \
+             owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
              VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
              {now} + {p8}, NULL, {now}, {now}) \
-             ON CONFLICT (handler, tenant, idem_key) DO NOTHING RETURNING {COLUMNS}) \
-             SELECT {COLUMNS}, {now} AS now FROM ins \
-             UNION ALL SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}",
+             ON CONFLICT (handler, tenant, idem_key) DO NOTHING RETURNING {RECORD}, {now}",
             p1 = p(1),
             p2 = p(2),
             p3 = p(3),
@@ -139,7 +140,8 @@ impl Statements {
             p8 = p(8),
         );
         Statements {
-            insert_or_read: d.insert_or_read.then(|| insert_or_read.into()),
+            read: format!("SELECT {RECORD}, {now} FROM {table} WHERE {pk}").into(),
+            insert: insert.into(),
             create_table: format!(
                 "CREATE TABLE IF NOT EXISTS {table} (\
                  handler TEXT NOT NULL, tenant TEXT NOT NULL, idem_key TEXT NOT NULL, \
@@ -188,7 +190,6 @@ impl Statements {
                 p(5)
             )
             .into(),
-            get: format!("SELECT {COLUMNS}, {now} AS now FROM {table} WHERE {pk}").into(),
             // Reserved by moving the (unused) lease: a second reconciler skips these rows.
             unknown: format!(
                 "UPDATE {table} SET lease_expires_at = {now} + {p2} \
@@ -196,7 +197,7 @@ impl Statements {
                  FROM {table} WHERE state = 'UNKNOWN' AND lease_expires_at <= {now} \
                  ORDER BY updated_at LIMIT {p1}{skip}) \
                  AND state = 'UNKNOWN' AND lease_expires_at <= {now} \
-                 RETURNING {COLUMNS}, {now} AS now",
+                 RETURNING {KEY}, {RECORD}, {now}",
                 p1 = p(1),
                 p2 = p(2),
                 skip = d.skip_locked,
@@ -228,34 +229,105 @@ impl Statements {
     }
 }
 
-/// Decodes one row of `COLUMNS, now`.
-pub(crate) fn decode<'r, R>(row: &'r R) -> Result<Record, StoreError>
+/// Decodes the [`RECORD`] columns and the clock, from column `at` on, as the record of `key`.
+pub(crate) fn decode<'r, R>(row: &'r R, key: RecordKey, at: usize) -> Result<Record, StoreError>
 where
     R: sqlx::Row,
-    &'static str: sqlx::ColumnIndex<R>,
+    usize: sqlx::ColumnIndex<R>,
+    &'r str: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
-    let state: String = row.try_get("state")?;
+    let state: &str = row.try_get(at + 2)?;
     Ok(Record {
-        key: RecordKey {
-            handler: row.try_get("handler")?,
-            tenant: row.try_get("tenant")?,
-            key: row.try_get("idem_key")?,
-        },
-        record_id: row.try_get("record_id")?,
-        fingerprint: row.try_get("fingerprint")?,
-        state: State::parse(&state)
+        key,
+        record_id: row.try_get(at)?,
+        fingerprint: row.try_get(at + 1)?,
+        state: State::parse(state)
             .ok_or_else(|| StoreError::msg(format!("unknown record state `{state}`")))?,
-        owner: row.try_get("owner")?,
-        fence: row.try_get("fence")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
-        expires_at: row.try_get("expires_at")?,
-        response: row.try_get("response")?,
-        now: row.try_get("now")?,
+        owner: row.try_get(at + 3)?,
+        fence: row.try_get(at + 4)?,
+        lease_expires_at: row.try_get(at + 5)?,
+        expires_at: row.try_get(at + 6)?,
+        response: row.try_get(at + 7)?,
+        now: row.try_get(at + 8)?,
     })
 }
+
+/// Decodes a row of [`KEY`], then [`RECORD`] and the clock.
+pub(crate) fn decode_keyed<'r, R>(row: &'r R) -> Result<Record, StoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    &'r str: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let key = RecordKey {
+        handler: row.try_get(0)?,
+        tenant: row.try_get(1)?,
+        key: row.try_get(2)?,
+    };
+    decode(row, key, 3)
+}
+
+/// The read of one record by its key.
+macro_rules! read_query {
+    ($sql:expr, $key:expr) => {
+        sqlx::query(sqlx::AssertSqlSafe($sql.read.clone()))
+            .bind(&$key.handler)
+            .bind(&$key.tenant)
+            .bind(&$key.key)
+    };
+}
+pub(crate) use read_query;
+
+/// A claim's statements on one connection (`$conn`: a pooled connection or a transaction),
+/// evaluating to `Result<Record, StoreError>`. Read first (`$read_first`, the remote-effect
+/// mode: a replay or an "in progress" answer is that read alone, and a new key adds the
+/// insert) or insert first (the one-transaction mode: a new key is the insert alone, and a
+/// duplicate waits on the new row's lock, then reads the record). The insert writes nothing
+/// when the key exists; only a record that may be taken over (or one that vanished between
+/// the insert and the read) goes on to the upsert, which decides again atomically.
+macro_rules! claim_on {
+    ($sql:expr, $conn:ident, $r:expr, $read_first:expr) => {
+        async {
+            let sql: &$crate::idempotency::sql::Statements = $sql;
+            let r: &$crate::idempotency::record::ClaimRequest<'_> = $r;
+            let mut found = None;
+            if $read_first {
+                found = $crate::idempotency::sql::read_query!(sql, r.key)
+                    .fetch_optional(&mut *$conn)
+                    .await?;
+            }
+            if found.is_none() {
+                let inserted = $crate::idempotency::sql::claim_query!(sql.insert.clone(), r)
+                    .fetch_optional(&mut *$conn)
+                    .await?;
+                if let Some(row) = inserted {
+                    return $crate::idempotency::sql::decode(&row, r.key.clone(), 0);
+                }
+                found = $crate::idempotency::sql::read_query!(sql, r.key)
+                    .fetch_optional(&mut *$conn)
+                    .await?;
+            }
+            if let Some(row) = found {
+                let record = $crate::idempotency::sql::decode(&row, r.key.clone(), 0)?;
+                if !r.may_take(&record) {
+                    return Ok(record);
+                }
+            }
+            let row = $crate::idempotency::sql::claim_query!(sql.claim.clone(), r)
+                .bind(r.retry_failed)
+                .fetch_one(&mut *$conn)
+                .await?;
+            $crate::idempotency::sql::decode(&row, r.key.clone(), 0)
+        }
+    };
+}
+pub(crate) use claim_on;
 
 /// The claim statements' first eight parameters, bound from a `ClaimRequest` (the upsert adds
 /// `retry_failed`).
@@ -302,37 +374,11 @@ macro_rules! sql_store {
                 r: &$crate::idempotency::record::ClaimRequest<'_>,
             ) -> Result<$crate::idempotency::record::Record, $crate::idempotency::store::StoreError>
             {
-                // Read first: a replay, an "in progress" or a mismatch is this one read and
-                // writes nothing. A new key is inserted (PostgreSQL: by a statement that reads
-                // the winner instead when a concurrent claim inserted it first); only a record
-                // that may be taken over, or a lost race, goes on to the upsert, which decides
-                // again under the row lock.
-                let found = sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
-                    .bind(&r.key.handler)
-                    .bind(&r.key.tenant)
-                    .bind(&r.key.key)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                let found = match (found, &self.sql.insert_or_read) {
-                    (Some(row), _) => Some(row),
-                    (None, Some(sql)) => {
-                        $crate::idempotency::sql::claim_query!(sql.clone(), r)
-                            .fetch_optional(&self.pool)
-                            .await?
-                    }
-                    (None, None) => None,
-                };
-                if let Some(row) = found {
-                    let record = $crate::idempotency::sql::decode(&row)?;
-                    if !r.may_take(&record) {
-                        return Ok(record);
-                    }
-                }
-                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
-                    .bind(r.retry_failed)
-                    .fetch_one(&self.pool)
-                    .await?;
-                $crate::idempotency::sql::decode(&row)
+                // One connection for the claim's statements: one acquisition from the pool.
+                let mut conn = self.pool.acquire().await?;
+                let claimed: Result<_, $crate::idempotency::store::StoreError> =
+                    $crate::idempotency::sql::claim_on!(&self.sql, conn, r, true).await;
+                claimed
             }
 
             async fn finish(
@@ -414,14 +460,10 @@ macro_rules! sql_store {
                 Option<$crate::idempotency::record::Record>,
                 $crate::idempotency::store::StoreError,
             > {
-                let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
-                    .bind(&key.handler)
-                    .bind(&key.tenant)
-                    .bind(&key.key)
+                let row = $crate::idempotency::sql::read_query!(self.sql, key)
                     .fetch_optional(&self.pool)
                     .await?;
-                row.as_ref()
-                    .map($crate::idempotency::sql::decode)
+                row.map(|row| $crate::idempotency::sql::decode(&row, key.clone(), 0))
                     .transpose()
             }
 
@@ -438,7 +480,9 @@ macro_rules! sql_store {
                     .bind(reserve_ms)
                     .fetch_all(&self.pool)
                     .await?;
-                rows.iter().map($crate::idempotency::sql::decode).collect()
+                rows.iter()
+                    .map($crate::idempotency::sql::decode_keyed)
+                    .collect()
             }
 
             async fn resolve(
@@ -510,29 +554,11 @@ macro_rules! sql_local_store {
                 $crate::idempotency::store::StoreError,
             > {
                 let mut tx = self.pool.$($begin)+.await?;
-                let first = if let Some(sql) = &self.sql.insert_or_read {
-                    $crate::idempotency::sql::claim_query!(sql.clone(), r)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                } else {
-                    sqlx::query(sqlx::AssertSqlSafe(self.sql.get.clone()))
-                        .bind(&r.key.handler)
-                        .bind(&r.key.tenant)
-                        .bind(&r.key.key)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                };
-                if let Some(row) = first {
-                    let record = $crate::idempotency::sql::decode(&row)?;
-                    if !r.may_take(&record) {
-                        return Ok((record, tx));
-                    }
-                }
-                let row = $crate::idempotency::sql::claim_query!(self.sql.claim.clone(), r)
-                    .bind(r.retry_failed)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                Ok(($crate::idempotency::sql::decode(&row)?, tx))
+                // Insert first: in this mode a new key is the common case, and a duplicate
+                // waits on the new row's lock until this transaction ends.
+                let claimed: Result<_, $crate::idempotency::store::StoreError> =
+                    $crate::idempotency::sql::claim_on!(&self.sql, tx, r, false).await;
+                Ok((claimed?, tx))
             }
 
             async fn complete_in_transaction(

@@ -14,7 +14,6 @@ const DIALECT: Dialect = Dialect {
     big_int: "INTEGER",
     greatest: "MAX",
     skip_locked: "",
-    insert_or_read: false,
 };
 
 /// Idempotency records in a SQLite table.
