@@ -102,14 +102,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(e) = lock_attempt(cx, r) else {
             continue;
         };
-        let dropped = query::tests_of(cx.body, r).into_iter().find_map(|t| {
-            let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
-                return None;
-            };
-            query::not_acquired(cx, t, test)
-                .into_iter()
-                .find(|&b| drops(cx, b))
-        });
+        let dropped = failure_branch(cx, r, |b| drops(cx, b));
         if let Some(b) = dropped {
             out.push(report(cx, r, b, e));
         }
@@ -176,14 +169,7 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         else {
             continue;
         };
-        let failed = query::tests_of(cx.body, r).into_iter().find_map(|t| {
-            let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
-                return None;
-            };
-            query::not_acquired(cx, t, test)
-                .into_iter()
-                .find(|&b| falls_through(cx, b) && drops(cx, b))
-        });
+        let failed = failure_branch(cx, r, |b| falls_through(cx, b) && drops(cx, b));
         let Some(b) = failed else {
             continue;
         };
@@ -196,6 +182,19 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         reported.push(c);
         out.push(report_swallowed(cx, r, b, c, remote));
     }
+}
+
+/// The first branch, among those that take the failure of the attempt or call at `r` (a lock
+/// not acquired, an `Err`), that `keep` accepts.
+fn failure_branch(cx: &RuleCx<'_>, r: u32, keep: impl Fn(u32) -> bool) -> Option<u32> {
+    query::tests_of(cx.body, r).into_iter().find_map(|t| {
+        let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
+            return None;
+        };
+        query::not_acquired(cx, t, test)
+            .into_iter()
+            .find(|&b| keep(b))
+    })
 }
 
 /// Does the branch entered at `b` end by going on after it (no `return`, `break`, `continue`
