@@ -92,6 +92,8 @@ pub fn run(
         let mut lowered = Vec::with_capacity(results.len());
         // The files linted, each with its target.
         let mut scope: HashMap<String, Option<Arc<Origin>>> = HashMap::new();
+        // One origin per target, shared by its files.
+        let mut origins: HashMap<Owner, Arc<Origin>> = HashMap::new();
         for ((result, file), owner) in results.into_iter().zip(&unit.files).zip(owners) {
             if file.is_schema() {
                 // Schema files only bring facts.
@@ -107,8 +109,16 @@ pub fn run(
                 Ok(f) => {
                     lowered.push(f);
                     outcome.files += 1;
-                    outcome.linted.push(file.abs.clone());
-                    scope.insert(file.rel.clone(), origin.map(|o| Arc::new(o.describe(unit))));
+                    if settings.show_files {
+                        outcome.linted.push(file.abs.clone());
+                    }
+                    let origin = origin.map(|o| {
+                        origins
+                            .entry(o)
+                            .or_insert_with(|| Arc::new(o.describe(unit)))
+                            .clone()
+                    });
+                    scope.insert(file.rel.clone(), origin);
                 }
                 Err(e) => errors.push(e),
             }
@@ -194,7 +204,7 @@ pub fn command_line(
 }
 
 /// A target of the unit, by package and target index.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Owner {
     krate: usize,
     target: usize,

@@ -224,7 +224,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
             out,
             "fn {} txparam={:?} events={}",
             name(id),
-            own.tx_param.as_deref(),
+            own.tx_param.as_deref().map(crate::name::Name::as_str),
             body.events.len()
         );
         for i in 0..body.events.len() as u32 {
@@ -248,15 +248,19 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
                         .map(|s| format!("{}={:?}", s.column, s.value))
                         .collect::<Vec<_>>(),
                     e.what,
-                    e.tx_local.as_deref(),
+                    e.tx_local(),
                     e.guard,
                     e.delayed,
                     e.sql,
                     e.lock_claim,
                     e.configured,
                     e.via.as_ref().map(name),
-                    e.payload.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
-                    e.payload_ty.as_deref(),
+                    e.payload
+                        .iter()
+                        .flat_map(|p| &p.names)
+                        .map(|n| n.as_str())
+                        .collect::<Vec<_>>(),
+                    e.payload.as_ref().and_then(|p| p.ty.as_deref()),
                     view.detached(i)
                 );
             }

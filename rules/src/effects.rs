@@ -132,8 +132,9 @@ pub(crate) struct Effect {
     pub delayed: bool,
     pub guard: GuardUse,
     /// The local a commit or rollback applies to: `None` when it is not known (`COMMIT` as
-    /// SQL text), empty for a call with no receiver.
-    pub tx_local: Option<Name>,
+    /// SQL text), empty for a call with no receiver (see [`Effect::tx_local`]). Boxed, like
+    /// `payload`: few effects have one, and every effect is copied to each caller.
+    pub tx_on: Option<Box<Name>>,
     /// Human description: "sends an HTTP request", "runs `UPDATE orders`" (most are static
     /// text, so building and copying effects allocates no string for them). Shown, never
     /// tested: decisions read the typed fields.
@@ -146,9 +147,15 @@ pub(crate) struct Effect {
     /// A value it sets was passed in by the call it was gained at (a constant argument for a
     /// callee's parameter): the callee could not judge it, its caller can.
     pub passed: bool,
-    /// Schedule payload: field or captured names, and the payload's struct type.
-    pub payload: Vec<Name>,
-    pub payload_ty: Option<Name>,
+    /// A schedule's payload (`None` for every other effect).
+    pub payload: Option<Box<Payload>>,
+}
+
+/// What a scheduled task carries: field or captured names, and the payload's struct type.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Payload {
+    pub names: Vec<Name>,
+    pub ty: Option<Name>,
 }
 
 impl Effect {
@@ -177,14 +184,19 @@ impl Effect {
             attempt: false,
             delayed: false,
             guard: GuardUse::Held,
-            tx_local: None,
+            tx_on: None,
             what: what.into(),
             via: None,
             by_name: false,
             passed: false,
-            payload: Vec::new(),
-            payload_ty: None,
+            payload: None,
         }
+    }
+
+    /// The local a commit or rollback applies to: `None` when it is not known (`COMMIT` as
+    /// SQL text), `Some("")` for a call with no receiver.
+    pub fn tx_local(&self) -> Option<&str> {
+        self.tx_on.as_deref().map(Name::as_str)
     }
 
     pub fn with_table<T: Into<Name>>(mut self, t: Option<T>) -> Effect {
@@ -202,29 +214,29 @@ impl Effect {
 /// nothing at all until the first entry (most bodies never get one).
 #[derive(Debug, Clone)]
 pub(crate) struct Sparse<T> {
-    len: usize,
+    len: u32,
     /// Per event, 1 + its slot, or 0; empty while no event has a slot.
-    idx: Vec<u32>,
+    idx: Box<[u32]>,
     slots: Vec<Vec<T>>,
 }
 
 impl<T> Sparse<T> {
     pub fn new(n: usize) -> Self {
         Sparse {
-            len: n,
-            idx: Vec::new(),
+            len: u32::try_from(n).expect("a body of under 4 G events"),
+            idx: Box::default(),
             slots: Vec::new(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     fn slot(&mut self, i: usize) -> &mut Vec<T> {
-        assert!(i < self.len, "event {i} of {}", self.len);
+        assert!(i < self.len(), "event {i} of {}", self.len);
         if self.idx.is_empty() {
-            self.idx = vec![0; self.len];
+            self.idx = vec![0; self.len()].into_boxed_slice();
         }
         if self.idx[i] == 0 {
             // Most events get one entry: no room for four (a vector's first growth) is kept.
@@ -248,7 +260,7 @@ impl<T> Sparse<T> {
 
     /// Entries per event, in event order.
     pub fn iter(&self) -> impl Iterator<Item = &[T]> {
-        (0..self.len).map(|i| &self[i])
+        (0..self.len()).map(|i| &self[i])
     }
 
     /// Every entry, in event order.
@@ -279,8 +291,9 @@ impl<T> std::ops::Index<usize> for Sparse<T> {
 pub(crate) struct BodyEffects {
     pub direct: Sparse<Effect>,
     pub callees: Sparse<BodyId>,
-    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`).
-    pub tx_param: Option<Name>,
+    /// A parameter holding an open transaction (`tx: &mut Transaction<'_, Postgres>`); boxed,
+    /// as few bodies have one.
+    pub tx_param: Option<Box<Name>>,
     /// A method of a type that holds a transaction in a field (a repository over the caller's
     /// transaction): its statements run in the caller's transaction.
     pub tx_holder: bool,
@@ -297,7 +310,7 @@ impl BodyEffects {
         BodyEffects {
             direct,
             callees,
-            tx_param,
+            tx_param: tx_param.map(Box::new),
             tx_holder: false,
             conn_param: false,
             detached: Box::default(),
@@ -407,6 +420,13 @@ impl KindSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_effect_stays_small() {
+        // Every effect is copied into each call site that gains it and each summary that
+        // exports it (about 6 MB of them at the peak on qdrant): rare fields live in boxes.
+        assert!(std::mem::size_of::<Effect>() <= 144, "{}", std::mem::size_of::<Effect>());
+    }
 
     #[test]
     fn sparse_reads_as_one_list_per_event() {

@@ -434,6 +434,13 @@ pub struct ArgExtra {
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<Name>,
     pub lit: Option<StructLit>,
+    /// Where fixes edit the argument (boxed: only SQL literals and Redis expiries have any).
+    pub fix: Option<Box<ArgFix>>,
+}
+
+/// Where a fix edits an argument.
+#[derive(Debug, Clone, Default)]
+pub struct ArgFix {
     /// For an argument that is a SQL string literal, where text appended to the statement goes:
     /// an empty span just before the closing quote (`None` when the statement ends in a `;`,
     /// whitespace or an escape, where appending is not that simple).
@@ -468,7 +475,7 @@ impl ArgExtra {
             && self.eq_cols.is_empty()
             && self.calls.is_empty()
             && self.lit.is_none()
-            && self.int.is_none()
+            && self.fix.is_none()
     }
 }
 
@@ -479,8 +486,13 @@ pub const LOCAL_VALUE: &str = "=";
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;
-        options: lit: StructLit, value: Name, int: Name;
-        boxed: sql: SqlInfo
+        options: lit: StructLit, value: Name;
+        boxed: sql: SqlInfo, fix: ArgFix
+    }
+
+    /// An integer literal argument of a Redis expiry step, as written without its suffix.
+    pub fn int(&self) -> Option<&Name> {
+        self.fix().and_then(|f| f.int.as_ref())
     }
 }
 

@@ -91,7 +91,7 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
         // The transaction is open for the whole body; `TX_PARAM` marks it.
         cur.txs.push(Open {
             event: TX_PARAM,
-            name: Some(p.clone()),
+            name: Some(Name::clone(p)),
         });
     }
     let mut stack: Vec<(State, bool)> = Vec::new();
@@ -147,11 +147,11 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                             name: held.clone(),
                         }),
                         EffectKind::TxCommit | EffectKind::TxRollback => {
-                            let on = e.tx_local.as_deref().and_then(|s| s.split('.').next());
+                            let on = e.tx_local().and_then(|s| s.split('.').next());
                             if let Some(pos) = cur.txs.iter().rposition(|o| o.name.as_deref() == on)
                             {
                                 cur.txs.remove(pos);
-                            } else if e.tx_local.is_none() || on.is_some_and(|n| !n.is_empty()) {
+                            } else if e.tx_local().is_none() || on.is_some_and(|n| !n.is_empty()) {
                                 cur.txs.pop();
                             }
                         }

@@ -130,7 +130,7 @@ fn returns_tx_holder(body: &Body, facts: &Facts) -> bool {
 /// parameter): calling the body ends the caller's transaction.
 fn commits_handed_tx(e: &Effect, body: &Body) -> bool {
     e.kind == EffectKind::TxCommit
-        && e.tx_local.as_deref().is_some_and(|on| {
+        && e.tx_local().is_some_and(|on| {
             let root = on.split('.').next().unwrap_or(on);
             root == "self" || body.params.iter().any(|(n, _)| n == root)
         })

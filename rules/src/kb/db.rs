@@ -85,7 +85,7 @@ pub(super) fn classify(
                     "rolls back"
                 },
             );
-            e.tx_local = Some(recv_local);
+            e.tx_on = Some(Box::new(recv_local));
             return Some(e);
         }
     }

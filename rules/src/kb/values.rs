@@ -7,7 +7,7 @@ use crate::apis::{
     CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS, REDIS_CONNECTION_STEPS,
     RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, TYPE_WRAPPERS,
 };
-use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind, Payload};
 use crate::facts::BodyId;
 use crate::ir::Call;
 use crate::name::Name;
@@ -215,34 +215,36 @@ impl Classifier<'_> {
 
     /// Fills a schedule effect's payload from its arguments.
     pub fn fill_payload(&self, call: &Call, e: &mut Effect) {
+        let mut payload = Payload::default();
         for a in call.all_args() {
             if let Some(l) = a.lit() {
-                e.payload.extend(l.fields.iter().cloned());
-                e.payload_ty = Some(l.ty.clone());
+                payload.names.extend(l.fields.iter().cloned());
+                payload.ty = Some(l.ty.clone());
             }
             for p in &a.paths {
                 if let Some(l) = self.lit_locals.get(p) {
-                    e.payload.extend(l.fields.iter().cloned());
-                    e.payload_ty = Some(l.ty.clone());
+                    payload.names.extend(l.fields.iter().cloned());
+                    payload.ty = Some(l.ty.clone());
                 } else if let Some(Class::User(t)) = self.env.get(p) {
                     if let Some(fields) = self.facts.structs.get(t.as_str()) {
-                        e.payload.extend(fields.iter().map(|(n, _)| n.clone()));
+                        payload.names.extend(fields.iter().map(|(n, _)| n.clone()));
                     }
-                    e.payload_ty = Some(t.clone());
+                    payload.ty = Some(t.clone());
                 } else {
-                    e.payload.push(p.clone());
+                    payload.names.push(p.clone());
                 }
             }
         }
-        if let Some(t) = &e.payload_ty
+        if let Some(t) = &payload.ty
             && let Some(fields) = self.facts.structs.get(t.as_str())
         {
             for (n, _) in fields.iter() {
-                if !e.payload.contains(n) {
-                    e.payload.push(n.clone());
+                if !payload.names.contains(n) {
+                    payload.names.push(n.clone());
                 }
             }
         }
+        e.payload = Some(Box::new(payload));
     }
 
     /// The columns a statement assigns, with the values bound to its placeholders where the

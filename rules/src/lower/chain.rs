@@ -232,16 +232,25 @@ impl BodyLowerer<'_, '_> {
             {
                 let text = i.to_string();
                 let text = text.strip_suffix(i.suffix()).unwrap_or(&text);
-                arg.extra.get_or_insert_with(Box::default).int = Some(Name::new(text));
+                let x = arg.extra.get_or_insert_with(Box::default);
+                x.fix.get_or_insert_with(Box::default).int = Some(Name::new(text));
             }
             if let Some(x) = arg.extra.as_mut().filter(|x| x.sql.is_some())
                 && let Some(lit) = str_lit(a)
             {
-                x.sql_end = sql_end(lit);
-                if x.sql.as_ref().is_some_and(|q| {
-                    q.filtered && matches!(q.kind, sql::SqlKind::Update | sql::SqlKind::Delete)
-                }) {
-                    x.sql_where = sql_where(lit);
+                let end = sql_end(lit);
+                let at = x
+                    .sql
+                    .as_ref()
+                    .is_some_and(|q| {
+                        q.filtered && matches!(q.kind, sql::SqlKind::Update | sql::SqlKind::Delete)
+                    })
+                    .then(|| sql_where(lit))
+                    .flatten();
+                if end.is_some() || at.is_some() {
+                    let fix = x.fix.get_or_insert_with(Box::default);
+                    fix.sql_end = end;
+                    fix.sql_where = at;
                 }
             }
             if arg.closure {

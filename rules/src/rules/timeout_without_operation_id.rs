@@ -255,9 +255,9 @@ fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
 fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
     let mut payload = Payload {
         names: Vec::new(),
-        ty: eff.payload_ty.clone(),
+        ty: eff.payload.as_ref().and_then(|p| p.ty.clone()),
     };
-    for p in &eff.payload {
+    for p in eff.payload.iter().flat_map(|p| &p.names) {
         push(&mut payload.names, query::last(p));
     }
     struct_fields(cx, &mut payload);

@@ -285,7 +285,7 @@ fn expect_state(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> Option
     };
     let (sql, at) = call
         .all_args()
-        .find_map(|a| Some((a.sql()?, a.extra.as_ref()?.sql_where?)))?;
+        .find_map(|a| Some((a.sql()?, a.fix()?.sql_where?)))?;
     if sql.kind != SqlKind::Update {
         return None;
     }

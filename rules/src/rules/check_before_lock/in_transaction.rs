@@ -137,7 +137,7 @@ fn for_update(cx: &RuleCx<'_>, r: u32) -> Option<Suggestion> {
             a.extra
                 .as_ref()
                 .filter(|x| x.sql.is_some())
-                .and_then(|x| x.sql_end)
+                .and_then(|x| x.fix.as_ref()?.sql_end)
         })?;
     let sqlite = cx
         .body
