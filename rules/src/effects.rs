@@ -425,7 +425,11 @@ mod tests {
     fn an_effect_stays_small() {
         // Every effect is copied into each call site that gains it and each summary that
         // exports it (about 6 MB of them at the peak on qdrant): rare fields live in boxes.
-        assert!(std::mem::size_of::<Effect>() <= 144, "{}", std::mem::size_of::<Effect>());
+        assert!(
+            std::mem::size_of::<Effect>() <= 144,
+            "{}",
+            std::mem::size_of::<Effect>()
+        );
     }
 
     #[test]

@@ -128,6 +128,48 @@ pub struct Facts<'a> {
     pub schema: FxHashMap<Name, Vec<Box<[Name]>>>,
     /// Per file (in file order): its path, whose directories and stem name its modules.
     pub paths: Vec<&'a str>,
+    /// Per package: the SQL databases its types and `use` paths name (see [`Dialects`]);
+    /// built on first use.
+    dialects: std::sync::OnceLock<Vec<Dialects>>,
+}
+
+/// The SQL databases a package's code names, as bits: its `use` paths, and the types of its
+/// fns' parameters and results (through `type` aliases): `SqlitePool`, `sqlx::Sqlite`,
+/// `rusqlite::Connection`, `diesel::SqliteConnection`; `PgPool`, `tokio_postgres::Client`;
+/// `MySqlPool`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dialects(u8);
+
+impl Dialects {
+    const SQLITE: u8 = 1;
+    const POSTGRES: u8 = 2;
+    const MYSQL: u8 = 4;
+
+    /// Adds what one path or type names.
+    fn note(&mut self, text: &str) {
+        for seg in text.split([':', '<', '>', ',', ' ', '&', '(', ')', '[', ']']) {
+            if seg.is_empty() {
+                continue;
+            }
+            let lower = seg.to_ascii_lowercase();
+            if lower.contains("sqlite") {
+                self.0 |= Self::SQLITE;
+            }
+            // `Pg` followed by a capital (`PgPool`, `PgConnection`, `PgExecutor`), or the name.
+            let pg = seg.strip_prefix("Pg").and_then(|r| r.chars().next());
+            if lower.contains("postgres") || pg.is_some_and(|c| c.is_ascii_uppercase()) {
+                self.0 |= Self::POSTGRES;
+            }
+            if lower.contains("mysql") || lower.contains("mariadb") {
+                self.0 |= Self::MYSQL;
+            }
+        }
+    }
+
+    /// Only SQLite is named: every transaction of the package is an SQLite one.
+    pub fn sqlite_only(self) -> bool {
+        self.0 == Self::SQLITE
+    }
 }
 
 /// The module names a file's path gives: its directories and its stem, without `src`, `mod`,
@@ -255,6 +297,46 @@ impl<'a> Facts<'a> {
         }
         crate::schema::carry_renames(&mut f.schema, &renames);
         f
+    }
+
+    /// The SQL databases the package of `file` names (see [`Dialects`]).
+    pub fn dialects(&self, file: u32) -> Dialects {
+        let all = self.dialects.get_or_init(|| {
+            let n = self
+                .package_of
+                .iter()
+                .copied()
+                .max()
+                .map_or(1, |m| m as usize + 1);
+            let mut out = vec![Dialects::default(); n];
+            let note_ty = |d: &mut Dialects, ty: &[Name]| {
+                for t in ty {
+                    d.note(t);
+                    let last = t.rsplit(':').next().unwrap_or(t);
+                    if let Some(target) = self.aliases.get(last) {
+                        for x in target.iter() {
+                            d.note(x);
+                        }
+                    }
+                }
+            };
+            for (fi, bodies) in self.bodies.iter().enumerate() {
+                let d = &mut out[self.package_of(fi as u32) as usize];
+                for (_, full) in self.uses.get(fi).copied().unwrap_or(&[]) {
+                    d.note(full);
+                }
+                for b in bodies.iter() {
+                    for (_, ty) in b.params.iter() {
+                        note_ty(d, ty);
+                    }
+                    note_ty(d, &b.ret);
+                }
+            }
+            out
+        });
+        all.get(self.package_of(file) as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Bodies by their impl's self type. Only one rule asks, and rarely: built on first use
@@ -561,7 +643,28 @@ impl<'a> Facts<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BodyId, PerBody};
+    use super::{BodyId, Dialects, PerBody};
+
+    #[test]
+    fn dialects_are_read_off_types_and_paths() {
+        let of = |texts: &[&str]| {
+            let mut d = Dialects::default();
+            for t in texts {
+                d.note(t);
+            }
+            d
+        };
+        assert!(of(&["sqlx::SqlitePool"]).sqlite_only());
+        assert!(of(&["&mut Transaction<'_, Sqlite>", "rusqlite::Connection"]).sqlite_only());
+        // A second database, or none, is not SQLite only.
+        assert!(!of(&["SqlitePool", "PgPool"]).sqlite_only());
+        assert!(!of(&["SqlitePool", "impl PgExecutor<'_>"]).sqlite_only());
+        assert!(!of(&["SqlitePool", "tokio_postgres::Client"]).sqlite_only());
+        assert!(!of(&["SqlitePool", "MySqlPool"]).sqlite_only());
+        assert!(!of(&["sea_orm::DatabaseConnection"]).sqlite_only());
+        // `Pg` must start a word: `Pgp`, `Page` name no database.
+        assert!(of(&["SqlitePool", "PgpKey", "Page"]).sqlite_only());
+    }
 
     fn id(file: u32, body: u32) -> BodyId {
         BodyId { file, body }

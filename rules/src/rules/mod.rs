@@ -474,7 +474,16 @@ impl<'a> RuleCx<'a> {
         let Some(tx) = self.state(w).txs.last() else {
             return false;
         };
-        self.state(r).txs.contains(tx) && query::serializable(self.body, tx.first_event(), w)
+        self.state(r).txs.contains(tx) && self.serializable(tx.first_event(), w)
+    }
+
+    /// Is a transaction open over events `from..to` serializable: set so (`SERIALIZABLE`
+    /// anywhere in the range), or an SQLite one (the package names no other SQL database)?
+    /// SQLite runs every transaction serializably: of two that read and then write, the second
+    /// to write gets `SQLITE_BUSY` instead of acting on what it read.
+    pub fn serializable(&self, from: u32, to: u32) -> bool {
+        query::serializable(self.body, from, to)
+            || self.krate.facts.dialects(self.id.file).sqlite_only()
     }
 
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end

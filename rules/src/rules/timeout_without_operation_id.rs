@@ -593,7 +593,7 @@ fn snapshot_write(
     if !by_state || read.locking || read.table.is_none() {
         return None;
     }
-    if !cx.state(r).txs.is_empty() && query::serializable(cx.body, 0, end) {
+    if !cx.state(r).txs.is_empty() && cx.serializable(0, end) {
         return None;
     }
     let derived = query::derived(cx.body, r);

@@ -29,7 +29,8 @@ declare_rule! {
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
     /// token, a timestamp, or that the record is not deleted), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
     /// same transaction and its state checked after that (in code or in the `SELECT`'s own
-    /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state, for inserts and
+    /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state (every SQLite
+    /// transaction is one: see `check-before-lock`), for inserts and
     /// upserts of new rows, for a row the function created itself (its key is the result of the
     /// function's own insert), for statements over the whole table, when the value written is the
     /// only one any update of the crate sets that column to (a `confirmed` flag set once: two
@@ -220,8 +221,10 @@ fn checked_under_lock(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> 
     let same_row =
         |e: &Effect| query::same_table_prefixed(e.table.as_deref(), write.table.as_deref());
     let from = tx.first_event();
-    if query::serializable(cx.body, from, w) {
-        return (from..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column));
+    if cx.serializable(from, w)
+        && (from..w).any(|r| in_tx(r) && state_read(cx, r, w, write, column))
+    {
+        return true;
     }
     (from..w).filter(|&p| in_tx(p)).any(|p| {
         cx.effs(p).any(|e| {

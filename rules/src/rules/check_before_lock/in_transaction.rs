@@ -28,7 +28,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
                 && query::same_state(e.table.as_deref(), wtable)
         })
     });
-    if locked || !st.locks.is_empty() || query::serializable(cx.body, from, w) {
+    if locked || !st.locks.is_empty() || cx.serializable(from, w) {
         return Verdict::Clean;
     }
     let first = if tx.event == TX_PARAM {

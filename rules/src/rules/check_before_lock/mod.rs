@@ -52,7 +52,13 @@ declare_rule! {
     /// ```
     ///
     /// Under `READ COMMITTED` the same happens inside one transaction when the row is read
-    /// without `FOR UPDATE`: two transactions both see `open` and both act.
+    /// without `FOR UPDATE`: two transactions both see `open` and both act. Not so in a
+    /// `SERIALIZABLE` transaction, or in any SQLite one: SQLite runs every transaction
+    /// serializably, and of two that read a row and then write, the second to write gets
+    /// `SQLITE_BUSY`. A check and a write inside one such transaction are not reported; a
+    /// package is taken to run on SQLite when SQLite is the only SQL database its `use` paths and
+    /// its fns' parameter and result types name (`SqlitePool`, `sqlx::Sqlite`,
+    /// `rusqlite::Connection`, through `type` aliases).
     ///
     /// ### Example
     ///
