@@ -618,6 +618,15 @@ pub(crate) const GUARDED_WRITES: &[&str] = &[
     "append",
 ];
 
+/// Guarded writes that take one entry out by its key (an in-memory map, set or list).
+pub(crate) const GUARDED_REMOVALS: &[&str] = &[
+    "remove",
+    "remove_entry",
+    "swap_remove",
+    "shift_remove",
+    "remove_if",
+];
+
 /// Lock steps that hand out a read guard, and those that hand out a write guard.
 pub(crate) const READ_GUARD_STEPS: &[&str] = &["read", "read_owned", "upgradable_read"];
 pub(crate) const WRITE_GUARD_STEPS: &[&str] = &["write", "write_owned", "try_write"];

@@ -192,6 +192,10 @@ impl BodyLowerer<'_, '_> {
                             value: value_text(&a.right, true),
                         })),
                     );
+                } else {
+                    // Not a plain place: the left side calls (`*map.entry(k).or_insert(0) = v`,
+                    // `guard.lock().unwrap().n = v`), and those calls are what writes.
+                    self.expr(&a.left);
                 }
             }
             Expr::Binary(b) => {
@@ -210,6 +214,9 @@ impl BodyLowerer<'_, '_> {
                                 value: None,
                             })),
                         );
+                    } else {
+                        // `*counts.entry(k).or_insert(0) += 1`: the calls on the left write.
+                        self.expr(&b.left);
                     }
                 } else {
                     let start = self.ev.len();

@@ -38,6 +38,9 @@ declare_rule! {
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. One stale read is reported once, at its first write.
+    /// Taking an in-memory entry out by its key (`map.remove(&k)`) after asking only whether it
+    /// was there (`contains_key`, `is_some()`, `if let Some(..)`) is not reported when nothing
+    /// acts after the removal on its path: removing it twice changes nothing.
     ///
     /// ### Why is this bad?
     ///
@@ -250,9 +253,65 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
 /// The first test of the read at `r`, before the write at `w`, that looks at the value read and
 /// decides the write.
 fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
-    query::tests_of(cx.body, r)
+    let mut deciding = query::tests_of(cx.body, r)
         .into_iter()
-        .find(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
+        .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
+        .peekable();
+    let first = *deciding.peek()?;
+    if removal_ends_path(cx, w) && deciding.all(|c| presence_test(cx, c, r)) {
+        return None;
+    }
+    Some(first)
+}
+
+/// `if !map.read().contains_key(&k) { return } .. map.write().remove(&k)`: the write takes an
+/// in-memory entry out by its key, the read only asked whether it was there, and nothing acts
+/// after the removal on its path (no other write, remote call, schedule, claim or spawn). Had
+/// another task removed the entry in between, removing it again changes nothing; no stale
+/// decision is acted on. (A row deleted from a database is left to the rule: what follows a
+/// consumed row is often the effect it paid for, returned to the caller.)
+fn removal_ends_path(cx: &RuleCx<'_>, w: u32) -> bool {
+    let removes = cx
+        .effs(w)
+        .any(|e| e.kind == EffectKind::Write && e.in_memory)
+        && matches!(&cx.body.events[w as usize].kind, EventKind::Call(call)
+            if call.steps.iter().any(|s| crate::apis::GUARDED_REMOVALS.contains(&s.name.as_str())));
+    removes
+        && (w + 1..cx.reach_end(w)).all(|e| {
+            cx.detached(e)
+                || !cx.effs(e).any(|x| {
+                    matches!(
+                        x.kind,
+                        EffectKind::Write
+                            | EffectKind::Remote
+                            | EffectKind::Schedule
+                            | EffectKind::Claim
+                            | EffectKind::Spawn
+                    )
+                })
+        })
+}
+
+/// Does the test at `c` only ask whether something is there (`is_some()`, `contains_key(..)`,
+/// `if let Some(..)`, `is_empty()`), not what its value is?
+fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+    const PRESENCE: &[&str] = &["Some", "None", "Ok", "Err", "_"];
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        // A `?` or `let else` on the lookup itself.
+        return true;
+    };
+    let only_presence = !t.str_lits
+        && t.values.iter().all(|v| PRESENCE.contains(&v.as_str()))
+        && t.pats
+            .iter()
+            .flatten()
+            .all(|v| PRESENCE.contains(&v.as_str()));
+    // The lookup is the test (`if map.contains_key(&k)`, `map.get(&k).is_none()`), or an
+    // `Option` is matched or compared with `None`; a flag of the value read is not presence.
+    let asks = t.calls.contains(&r)
+        || t.values.iter().any(|v| v == "None")
+        || t.pats.iter().flatten().any(|v| v == "Some" || v == "None");
+    only_presence && asks
 }
 
 /// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
