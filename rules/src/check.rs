@@ -3,7 +3,7 @@
 //! diagnostics ([`run`]).
 
 use crate::diagnostic::Diagnostic;
-use crate::effects::{BodyEffects, CallSiteEffects};
+use crate::effects::{AllBodyEffects, CallSiteEffects};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::ir::Body;
 use crate::kb;
@@ -18,7 +18,7 @@ pub(crate) struct CrateAnalysis<'a> {
     /// Every body, in body order.
     pub ids: Vec<BodyId>,
     /// What each body's own events do.
-    pub effects: PerBody<BodyEffects>,
+    pub effects: AllBodyEffects,
     pub summaries: PerBody<Summary>,
     /// What each body's call sites gain from their callees.
     pub sites: PerBody<CallSiteEffects>,
@@ -48,7 +48,7 @@ pub(crate) fn analyse<'a>(
     let classified = par_map_with(&ids, threads, kb::types::Memo::default, |memo, id| {
         kb::classify_body(&facts, knowledge, id.file, bodies[id], memo)
     });
-    let effects = PerBody::new_like(&bodies, classified);
+    let effects = AllBodyEffects::new(&bodies, classified);
     let summaries = summary::summarize(&facts, &ids, &bodies, &effects, threads);
     let sites = summary::widen(&ids, &bodies, &effects, &summaries, threads);
     CrateAnalysis {

@@ -3,7 +3,7 @@
 //! view rules read (the body's own effects plus those its call sites gain from their callees'
 //! summaries, see [`crate::summary::widen`]).
 
-use crate::facts::BodyId;
+use crate::facts::{BodyId, PerBody};
 use crate::name::Name;
 use crate::sql::SqlKind;
 use std::borrow::Cow;
@@ -210,6 +210,37 @@ impl Effect {
     }
 }
 
+/// Every body's [`BodyEffects`], boxed, and absent for the many bodies that have none (no
+/// effect, no crate callee): such a body reads as the empty one.
+#[derive(Debug)]
+pub(crate) struct AllBodyEffects(PerBody<Option<Box<BodyEffects>>>);
+
+static NO_EFFECTS: std::sync::LazyLock<BodyEffects> =
+    std::sync::LazyLock::new(|| BodyEffects::new(Sparse::new(0), Sparse::new(0), None));
+
+impl AllBodyEffects {
+    /// `all` in body order, laid out like `layout`.
+    pub fn new<U>(layout: &PerBody<U>, all: Vec<BodyEffects>) -> Self {
+        let mut items: Vec<Option<Box<BodyEffects>>> = Vec::with_capacity(all.len());
+        // Not collected in place: that would keep `all`'s sixteen-fold larger buffer.
+        items.extend(all.into_iter().map(|e| (!e.is_empty()).then(|| Box::new(e))));
+        AllBodyEffects(PerBody::new_like(layout, items))
+    }
+
+    /// The same layout with `f` of each body's effects.
+    pub fn map<U>(&self, mut f: impl FnMut(&BodyEffects) -> U) -> PerBody<U> {
+        self.0.map(|e| f(e.as_deref().unwrap_or(&NO_EFFECTS)))
+    }
+}
+
+impl std::ops::Index<&BodyId> for AllBodyEffects {
+    type Output = BodyEffects;
+
+    fn index(&self, id: &BodyId) -> &BodyEffects {
+        self.0[id].as_deref().unwrap_or(&NO_EFFECTS)
+    }
+}
+
 /// A per-event table where most events have nothing: 4 bytes per event plus the entries, and
 /// nothing at all until the first entry (most bodies never get one).
 #[derive(Debug, Clone)]
@@ -306,6 +337,16 @@ pub(crate) struct BodyEffects {
 }
 
 impl BodyEffects {
+    /// Nothing to say about the body: no effect, no callee, no transaction handed in.
+    fn is_empty(&self) -> bool {
+        self.direct.idx.is_empty()
+            && self.callees.idx.is_empty()
+            && self.tx_param.is_none()
+            && !self.tx_holder
+            && !self.conn_param
+            && self.detached.is_empty()
+    }
+
     pub fn new(direct: Sparse<Effect>, callees: Sparse<BodyId>, tx_param: Option<Name>) -> Self {
         BodyEffects {
             direct,

@@ -4,7 +4,9 @@
 //! call site gains from its callees' summaries ([`widen`]).
 
 use crate::apis::GUARD_RETURN_WORDS;
-use crate::effects::{AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind};
+use crate::effects::{
+    AllBodyEffects, AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind,
+};
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Call, EventKind};
@@ -143,7 +145,7 @@ pub(crate) fn summarize(
     facts: &Facts,
     ids: &[BodyId],
     bodies: &PerBody<&Body>,
-    effects: &PerBody<BodyEffects>,
+    effects: &AllBodyEffects,
     threads: usize,
 ) -> PerBody<Summary> {
     let direct = par_map(ids, threads, |id: &BodyId| {
@@ -276,7 +278,7 @@ fn runs_param_in_tx(body: &Body, effects: &BodyEffects) -> bool {
 pub(crate) fn widen(
     ids: &[BodyId],
     bodies: &PerBody<&Body>,
-    effects: &PerBody<BodyEffects>,
+    effects: &AllBodyEffects,
     summaries: &PerBody<Summary>,
     threads: usize,
 ) -> PerBody<CallSiteEffects> {

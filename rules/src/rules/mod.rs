@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::diagnostic::{Diagnostic, Label, Position, Span};
 use crate::effects::{
-    AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind, Effects, KindSet,
+    AllBodyEffects, AssignedValue, CallSiteEffects, Effect, EffectKind, Effects, KindSet,
 };
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashMap;
@@ -107,7 +107,7 @@ pub(crate) struct CrateView<'a> {
     /// [`crate::ir::FixAnchors`]).
     pub fix_anchors: Vec<&'a [crate::ir::FixAnchors]>,
     pub facts: &'a Facts<'a>,
-    pub effects: &'a PerBody<BodyEffects>,
+    pub effects: &'a AllBodyEffects,
     pub sites: &'a PerBody<CallSiteEffects>,
     pub summaries: &'a PerBody<Summary>,
     /// `(table, column)` of every reaper statement in the crate (see [`CrateView::reaps`]),
