@@ -204,11 +204,24 @@ fn a_plain_select_in_the_transaction_gains_for_update() {
         )
     );
 
-    // SQLite has no `FOR UPDATE`: there the fix is for a person to judge.
+    // A package on SQLite alone: its transactions are serializable, nothing to report.
+    let sqlite_only = Project::package("shop");
+    sqlite_only.write(
+        "src/lib.rs",
+        &READ_THEN_UPDATE.replace("sqlx::PgPool", "sqlx::SqlitePool"),
+    );
+    let json = sqlite_only.run(&["--format", "json"]).json();
+    assert_eq!(json["findings"].as_array().unwrap().len(), 0, "{json:#}");
+
+    // Beside PostgreSQL, a function on an SQLite pool is still reported, but SQLite has no
+    // `FOR UPDATE`: there the fix is for a person to judge.
     let sqlite = Project::package("shop");
     sqlite.write(
         "src/lib.rs",
-        &READ_THEN_UPDATE.replace("sqlx::PgPool", "sqlx::SqlitePool"),
+        &format!(
+            "{}\nuse sqlx::PgPool;\n\npub fn main_store(pool: &PgPool) -> &PgPool {{\n    pool\n}}\n",
+            READ_THEN_UPDATE.replace("sqlx::PgPool", "sqlx::SqlitePool")
+        ),
     );
     let json = sqlite.run(&["--format", "json"]).json();
     assert_eq!(
