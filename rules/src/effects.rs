@@ -223,7 +223,10 @@ impl AllBodyEffects {
     pub fn new<U>(layout: &PerBody<U>, all: Vec<BodyEffects>) -> Self {
         let mut items: Vec<Option<Box<BodyEffects>>> = Vec::with_capacity(all.len());
         // Not collected in place: that would keep `all`'s sixteen-fold larger buffer.
-        items.extend(all.into_iter().map(|e| (!e.is_empty()).then(|| Box::new(e))));
+        items.extend(
+            all.into_iter()
+                .map(|e| (!e.is_empty()).then(|| Box::new(e))),
+        );
         AllBodyEffects(PerBody::new_like(layout, items))
     }
 

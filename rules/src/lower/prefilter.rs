@@ -1,6 +1,6 @@
 //! Lowering's pre-filter: a body that no rule can fire on keeps only what summaries and
-//! receiver resolution use (its calls, without their arguments, and its `let`s), which is most
-//! of a large crate's bodies and most of the memory a run keeps.
+//! receiver resolution use (its calls, with only the constants among their arguments, and its
+//! `let`s), which is most of a large crate's bodies and most of the memory a run keeps.
 
 use crate::apis;
 
@@ -20,8 +20,8 @@ pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> boo
     })
 }
 
-/// Keeps only what summaries and receiver resolution use: calls (without argument details) and
-/// `let` bindings, with event indices remapped; the tests of the receiver's own state
+/// Keeps only what summaries and receiver resolution use: calls (without argument details, but
+/// with the constants they pass, which a callee's summary takes) and `let` bindings, with event indices remapped; the tests of the receiver's own state
 /// (`if self.stage != from`), which tell a caller that the method re-checks under its guard;
 /// and the registrations of message handlers (see [`registrations`]), with their arguments.
 pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
@@ -36,6 +36,19 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                     if keep_args[i] {
                         for a in s.args.iter_mut() {
                             a.ev = a.ev.and_then(|v| map.get(v as usize).copied());
+                        }
+                    } else if s.args.iter().any(|a| a.value().is_some()) {
+                        // A constant handed down (`Self::update_state(id, State::Failed)`)
+                        // is what a summary's set takes from this call: the arguments keep
+                        // their places and constants, nothing else.
+                        for a in s.args.iter_mut() {
+                            a.ev = None;
+                            a.extra = a.value().cloned().map(|value| {
+                                Box::new(crate::ir::ArgExtra {
+                                    value: Some(value),
+                                    ..Default::default()
+                                })
+                            });
                         }
                     } else {
                         s.args = Default::default();
