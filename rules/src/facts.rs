@@ -131,6 +131,12 @@ pub struct Facts<'a> {
     /// Per package: the SQL databases its types and `use` paths name (see [`Dialects`]);
     /// built on first use.
     dialects: std::sync::OnceLock<Vec<Dialects>>,
+    /// Per file: the structs it declares, for what their field types name there.
+    file_structs: Vec<&'a [(Name, Vec<(Name, TypeRef)>)]>,
+    /// The crate's structs with a field typed by a bare `Transaction` that the declaring file
+    /// imports from a library that is no database (`use bitcoin::Transaction`); found on first
+    /// use (see [`Facts::foreign_transaction_field`]).
+    foreign_transaction: std::sync::OnceLock<FxHashSet<Name>>,
 }
 
 /// The SQL databases a package's code names, as bits: its `use` paths, and the types of its
@@ -238,6 +244,10 @@ impl<'a> Facts<'a> {
                 .iter()
                 .map(|file| file.facts.mods.as_slice())
                 .collect(),
+            file_structs: files
+                .iter()
+                .map(|file| file.facts.structs.as_slice())
+                .collect(),
             ..Facts::default()
         };
         for (fi, &file) in files.iter().enumerate() {
@@ -297,6 +307,33 @@ impl<'a> Facts<'a> {
         }
         crate::schema::carry_renames(&mut f.schema, &renames);
         f
+    }
+
+    /// Does struct `name` type a field with a bare `Transaction` that its file imports from a
+    /// library that is no database (`use bitcoin::Transaction;` .. `tx: Transaction`)?
+    pub fn foreign_transaction_field(&self, name: &str) -> bool {
+        let set = self.foreign_transaction.get_or_init(|| {
+            let mut out = FxHashSet::default();
+            for (fi, structs) in self.file_structs.iter().enumerate() {
+                for (s, fields) in structs.iter() {
+                    let foreign = fields.iter().flat_map(|(_, ty)| ty.iter()).any(|seg| {
+                        if seg != "Transaction" {
+                            return false;
+                        }
+                        let full = self.resolve(fi as u32, seg);
+                        let head = full.split("::").next().unwrap_or("");
+                        full.contains("::")
+                            && !crate::apis::DB_TRANSACTION_CRATES.contains(&head)
+                            && !self.is_crate_module(self.package_of(fi as u32), head)
+                    });
+                    if foreign {
+                        out.insert(s.clone());
+                    }
+                }
+            }
+            out
+        });
+        set.contains(name)
     }
 
     /// The SQL databases the package of `file` names (see [`Dialects`]).
@@ -491,6 +528,11 @@ impl<'a> Facts<'a> {
     /// Is `seg`, a path's first segment written in package `package`, the workspace's own:
     /// `crate`, `self`, `super`, one of the package's [`Facts::modules`], or a checked
     /// package's name?
+    /// Is `seg` a path head of the workspace's own in any checked package?
+    pub fn is_any_crate_module(&self, seg: &str) -> bool {
+        (0..self.modules.len().max(1) as u32).any(|p| self.is_crate_module(p, seg))
+    }
+
     pub fn is_crate_module(&self, package: u32, seg: &str) -> bool {
         matches!(seg, "crate" | "self" | "super")
             || self.packages.contains(seg)

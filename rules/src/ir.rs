@@ -312,7 +312,7 @@ pub struct BindExtra {
     /// SQL text in the init (`let sql = format!("UPDATE ..")`).
     pub sql: Option<Box<SqlInfo>>,
     /// A struct literal in the init.
-    pub lit: Option<StructLit>,
+    pub lit: Option<Box<StructLit>>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
     pub closure: Option<u32>,
 }
@@ -346,8 +346,8 @@ impl Bind {
 
     extra_facts! {
         lists: strs: Name;
-        options: ty: TypeRef, lit: StructLit;
-        boxed: sql: SqlInfo
+        options: ty: TypeRef;
+        boxed: sql: SqlInfo, lit: StructLit
     }
 
     pub fn closure(&self) -> Option<u32> {
@@ -433,7 +433,7 @@ pub struct ArgExtra {
     pub items: Vec<Option<Name>>,
     /// Function paths called inside the argument (`Request::new`, `FutureRecord::to`).
     pub calls: Vec<Name>,
-    pub lit: Option<StructLit>,
+    pub lit: Option<Box<StructLit>>,
     /// Where fixes edit the argument (boxed: only SQL literals and Redis expiries have any).
     pub fix: Option<Box<ArgFix>>,
 }
@@ -486,8 +486,8 @@ pub const LOCAL_VALUE: &str = "=";
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;
-        options: lit: StructLit, value: Name;
-        boxed: sql: SqlInfo, fix: ArgFix
+        options: value: Name;
+        boxed: sql: SqlInfo, fix: ArgFix, lit: StructLit
     }
 
     /// An integer literal argument of a Redis expiry step, as written without its suffix.

@@ -304,8 +304,13 @@ fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
             ty.iter().any(|seg| {
                 let lower = seg.to_ascii_lowercase();
                 DB_WRAPPER_WORDS.iter().any(|w| has(&lower, w))
-                    || lower == "transaction"
+                    // A bare `Transaction` is a database's unless the struct's file imports it
+                    // from another library (`use bitcoin::Transaction`); a path says whose.
+                    || lower == "transaction" && !facts.foreign_transaction_field(name)
                     || lower.ends_with("::transaction")
+                        && seg.split("::").next().is_some_and(|h| {
+                            DB_TRANSACTION_CRATES.contains(&h) || facts.is_any_crate_module(h)
+                        })
                     || names_db_transaction(seg)
                     || depth > 0
                         && seg.as_str() != name

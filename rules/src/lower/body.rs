@@ -223,7 +223,7 @@ impl BodyLowerer<'_, '_> {
                                     ty,
                                     strs,
                                     sql,
-                                    lit,
+                                    lit: lit.map(Box::new),
                                     closure,
                                 }),
                             )),

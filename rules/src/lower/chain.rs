@@ -366,7 +366,7 @@ pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
     arg_scan(e, &mut x, 0);
     x.value = value_text(e, false);
     x.items = array_items(e);
-    x.lit = struct_lit(e);
+    x.lit = struct_lit(e).map(Box::new);
     if !x.is_empty() {
         a.extra = Some(Box::new(x));
     }

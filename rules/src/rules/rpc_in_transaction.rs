@@ -55,7 +55,8 @@ declare_rule! {
     /// `knowledge.remote-calls`. A transaction is a database's: a `Transaction` type from a
     /// database crate, one written bare, an associated `Transaction` type, or the crate's own
     /// type named for a database transaction or holding one in its fields; a Bitcoin or other
-    /// domain transaction (`bitcoin::Transaction`, a wallet's transaction record) is not, so a
+    /// domain transaction (`bitcoin::Transaction`, also a field typed `Transaction` in a file
+    /// that imports it from such a library, a wallet's transaction record) is not, so a
     /// crate that wraps its database transaction in a type with neither the name nor a field
     /// that says so is not seen.
     pub(crate) static RULE = {

@@ -95,13 +95,13 @@ impl Statements {
         let pick = |cond: &str, col: &str, new: &str| {
             format!("{col} = CASE WHEN {cond} THEN {new} ELSE t.{col} END")
         };
-        let claim = format!(
-            "INSERT INTO {table} AS t (handler, tenant, idem_key, record_id, fingerprint, state, \
+        // The new row and the key it conflicts on, shared by the claim and the plain insert.
+        let row = format!(
+            "(handler, tenant, idem_key, record_id, fingerprint, state, \
              owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
              VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
              {now} + {p8}, NULL, {now}, {now}) \
-             ON CONFLICT (handler, tenant, idem_key) DO UPDATE SET {sets} \
-             RETURNING {RECORD}, {now}",
+             ON CONFLICT (handler, tenant, idem_key)",
             p1 = p(1),
             p2 = p(2),
             p3 = p(3),
@@ -110,6 +110,9 @@ impl Statements {
             p6 = p(6),
             p7 = p(7),
             p8 = p(8),
+        );
+        let claim = format!(
+            "INSERT INTO {table} AS t {row} DO UPDATE SET {sets} RETURNING {RECORD}, {now}",
             sets = [
                 pick(&reset, "record_id", "excluded.record_id"),
                 pick(&reset, "fingerprint", "excluded.fingerprint"),
@@ -124,21 +127,7 @@ impl Statements {
             ]
             .join(", "),
         );
-        let insert = format!(
-            "INSERT INTO {table} (handler, tenant, idem_key, record_id, fingerprint, state, \
-             owner, fence, lease_expires_at, expires_at, response, created_at, updated_at) \
-             VALUES ({p1}, {p2}, {p3}, {p4}, {p5}, 'PROCESSING', {p6}, 1, {now} + {p7}, \
-             {now} + {p8}, NULL, {now}, {now}) \
-             ON CONFLICT (handler, tenant, idem_key) DO NOTHING RETURNING {RECORD}, {now}",
-            p1 = p(1),
-            p2 = p(2),
-            p3 = p(3),
-            p4 = p(4),
-            p5 = p(5),
-            p6 = p(6),
-            p7 = p(7),
-            p8 = p(8),
-        );
+        let insert = format!("INSERT INTO {table} {row} DO NOTHING RETURNING {RECORD}, {now}");
         Statements {
             read: format!("SELECT {RECORD}, {now} FROM {table} WHERE {pk}").into(),
             insert: insert.into(),
