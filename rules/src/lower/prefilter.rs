@@ -24,6 +24,11 @@ pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> boo
 /// with the constants they pass, which a callee's summary takes) and `let` bindings, with event indices remapped; the tests of the receiver's own state
 /// (`if self.stage != from`), which tell a caller that the method re-checks under its guard;
 /// and the registrations of message handlers (see [`registrations`]), with their arguments.
+/// A constant that names a state (`State::Failed`, `'paid'`, `JOB_STATE_FAILED`).
+fn state_like(v: &str) -> bool {
+    crate::kb::names::is_state_value(v) || crate::kb::names::is_failure_value(v)
+}
+
 pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     use crate::ir::EventKind;
     let keep_args = registrations(&events);
@@ -37,13 +42,18 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                         for a in s.args.iter_mut() {
                             a.ev = a.ev.and_then(|v| map.get(v as usize).copied());
                         }
-                    } else if s.args.iter().any(|a| a.value().is_some()) {
-                        // A constant handed down (`Self::update_state(id, State::Failed)`)
-                        // is what a summary's set takes from this call: the arguments keep
-                        // their places and constants, nothing else.
+                    } else if s
+                        .args
+                        .iter()
+                        .any(|a| a.value().is_some_and(|v| state_like(v)))
+                    {
+                        // A state handed down (`Self::update_state(id, State::Failed)`) is
+                        // what a summary's set takes from this call: the arguments keep their
+                        // places and their state-like constants, nothing else (other constants,
+                        // `.expect("..")` messages above all, would cost memory for nothing).
                         for a in s.args.iter_mut() {
                             a.ev = None;
-                            a.extra = a.value().cloned().map(|value| {
+                            a.extra = a.value().filter(|v| state_like(v)).cloned().map(|value| {
                                 Box::new(crate::ir::ArgExtra {
                                     value: Some(value),
                                     ..Default::default()
