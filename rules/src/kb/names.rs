@@ -230,7 +230,7 @@ const LIFECYCLE_WORDS: &[&str] = &[
 pub fn is_failure_value(value: &str) -> bool {
     let last = value.rsplit("::").next().unwrap_or(value);
     let joined: String = words(last).collect();
-    matches!(
+    if matches!(
         joined.as_str(),
         "failed"
             | "failure"
@@ -244,7 +244,32 @@ pub fn is_failure_value(value: &str) -> bool {
             | "aborted"
             | "paymentfailed"
             | "chargefailed"
-    )
+    ) {
+        return true;
+    }
+    // One identifier whose last word is the failure (`JOB_STATE_FAILED`, `upload_failed`,
+    // `PaymentDeclined`), not a message (`'Failed forever'`) and not its negation (`NOT_FAILED`).
+    if !last.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return false;
+    }
+    let words: Vec<String> = words(last).collect();
+    words.len() > 1
+        && !words
+            .iter()
+            .any(|w| matches!(w.as_str(), "not" | "no" | "non" | "un" | "without"))
+        && words.last().is_some_and(|w| {
+            matches!(
+                w.as_str(),
+                "failed"
+                    | "failure"
+                    | "errored"
+                    | "cancelled"
+                    | "canceled"
+                    | "declined"
+                    | "rejected"
+                    | "aborted"
+            )
+        })
 }
 
 /// A test double by its type's name (`MockDb`, `FakeGateway`, `StubStore`): its methods stand
@@ -733,6 +758,30 @@ pub fn is_conflict_variant(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_values_and_look_alikes() {
+        for v in [
+            "failed",
+            "OrderState::Failed",
+            "payment_failed",
+            "JOB_STATE_FAILED",
+            "PaymentDeclined",
+            "UPLOAD_ABORTED",
+        ] {
+            assert!(is_failure_value(v), "{v}");
+        }
+        for v in [
+            "unknown",
+            "NOT_FAILED",
+            "failed_attempts",
+            "Failed forever, gave up",
+            "JOB_STATE_PENDING",
+            "failover",
+        ] {
+            assert!(!is_failure_value(v), "{v}");
+        }
+    }
 
     #[test]
     fn hold_times_are_not_due_times() {

@@ -1,6 +1,6 @@
 //! Lowering's pre-filter: a body that no rule can fire on keeps only what summaries and
-//! receiver resolution use (its calls, without their arguments, and its `let`s), which is most
-//! of a large crate's bodies and most of the memory a run keeps.
+//! receiver resolution use (its calls, with only the constants among their arguments, and its
+//! `let`s), which is most of a large crate's bodies and most of the memory a run keeps.
 
 use crate::apis;
 
@@ -20,10 +20,15 @@ pub(super) fn is_inert(events: &[crate::ir::Event], k: &crate::Knowledge) -> boo
     })
 }
 
-/// Keeps only what summaries and receiver resolution use: calls (without argument details) and
-/// `let` bindings, with event indices remapped; the tests of the receiver's own state
+/// Keeps only what summaries and receiver resolution use: calls (without argument details, but
+/// with the constants they pass, which a callee's summary takes) and `let` bindings, with event indices remapped; the tests of the receiver's own state
 /// (`if self.stage != from`), which tell a caller that the method re-checks under its guard;
 /// and the registrations of message handlers (see [`registrations`]), with their arguments.
+/// A constant that names a state (`State::Failed`, `'paid'`, `JOB_STATE_FAILED`).
+fn state_like(v: &str) -> bool {
+    crate::kb::names::is_state_value(v) || crate::kb::names::is_failure_value(v)
+}
+
 pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::Event> {
     use crate::ir::EventKind;
     let keep_args = registrations(&events);
@@ -36,6 +41,24 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                     if keep_args[i] {
                         for a in s.args.iter_mut() {
                             a.ev = a.ev.and_then(|v| map.get(v as usize).copied());
+                        }
+                    } else if s
+                        .args
+                        .iter()
+                        .any(|a| a.value().is_some_and(|v| state_like(v)))
+                    {
+                        // A state handed down (`Self::update_state(id, State::Failed)`) is
+                        // what a summary's set takes from this call: the arguments keep their
+                        // places and their state-like constants, nothing else (other constants,
+                        // `.expect("..")` messages above all, would cost memory for nothing).
+                        for a in s.args.iter_mut() {
+                            a.ev = None;
+                            a.extra = a.value().filter(|v| state_like(v)).cloned().map(|value| {
+                                Box::new(crate::ir::ArgExtra {
+                                    value: Some(value),
+                                    ..Default::default()
+                                })
+                            });
                         }
                     } else {
                         s.args = Default::default();

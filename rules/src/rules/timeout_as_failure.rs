@@ -15,7 +15,9 @@ declare_rule! {
     /// Flags a remote call — an HTTP request that changes something, a gRPC call, an AWS call,
     /// a crate helper that makes one — whose timeout is recorded as a definite failure: on the
     /// path where the call timed out, a state column is set to a failure value (`FAILED`,
-    /// `Declined`, `cancelled`, ..) or a refund or compensation runs. The timeout path is the
+    /// `Declined`, `cancelled`, `JOB_STATE_FAILED`, ..) or a refund or compensation runs —
+    /// in the function itself or in a crate helper it calls, with the value written there or
+    /// handed down to it (`mark(id, State::Failed)`). The timeout path is the
     /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
     /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
     /// does not tell timeouts apart from other errors.
@@ -74,7 +76,12 @@ declare_rule! {
     /// closure (`map_err`, `unwrap_or_else`), is not followed. A `tokio::select!` with a sleep
     /// branch is not read as a timeout. Failure values and compensation functions are
     /// recognised by name (`failed`, `declined`, `cancelled`; `refund`, `compensate`,
-    /// `revert`). A retry under a new operation id is not recognised.
+    /// `revert`). A retry under a new operation id is not recognised. A `?` that rolls back a
+    /// transaction open around the call is not read as recording a failure
+    /// (`rpc-in-transaction` reports the call inside the transaction); deleting the rows made
+    /// before the call, or restoring their old values, is not read as an undo; an e-mail sent
+    /// through an SMTP transport is a remote call only when its client is named for one
+    /// (`self.mailer`).
     pub(crate) static RULE = {
         name: "timeout-as-failure",
         level: Error,
