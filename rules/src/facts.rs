@@ -132,12 +132,15 @@ pub struct Facts<'a> {
     /// built on first use.
     dialects: std::sync::OnceLock<Vec<Dialects>>,
     /// Per file: the structs it declares, for what their field types name there.
-    file_structs: Vec<&'a [(Name, Vec<(Name, TypeRef)>)]>,
+    file_structs: Vec<&'a [StructDecl]>,
     /// The crate's structs with a field typed by a bare `Transaction` that the declaring file
     /// imports from a library that is no database (`use bitcoin::Transaction`); found on first
     /// use (see [`Facts::foreign_transaction_field`]).
     foreign_transaction: std::sync::OnceLock<FxHashSet<Name>>,
 }
+
+/// A struct as a file declares it: its name and its named fields with their types.
+type StructDecl = (Name, Vec<(Name, TypeRef)>);
 
 /// The SQL databases a package's code names, as bits: its `use` paths, and the types of its
 /// fns' parameters and results (through `type` aliases): `SqlitePool`, `sqlx::Sqlite`,
