@@ -306,9 +306,13 @@ fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
             .iter()
             .flatten()
             .all(|v| PRESENCE.contains(&v.as_str()));
-    // The lookup is the test (`if map.contains_key(&k)`, `map.get(&k).is_none()`), or an
-    // `Option` is matched or compared with `None`; a flag of the value read is not presence.
-    let asks = t.calls.contains(&r)
+    // The lookup is the test (`if map.contains_key(&k)`, `map.get(&k).is_none()`, not
+    // `get(&k).is_some_and(|u| u.done)`), or an `Option` is matched or compared with `None`; a
+    // flag of the value read is not presence.
+    let lookup_is_test = t.calls.contains(&r)
+        && matches!(&cx.body.events[r as usize].kind, EventKind::Call(call)
+            if !call.all_args().any(|a| a.closure));
+    let asks = lookup_is_test
         || t.values.iter().any(|v| v == "None")
         || t.pats.iter().flatten().any(|v| v == "Some" || v == "None");
     only_presence && asks
