@@ -139,21 +139,9 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// new key or a takeover.
     pub async fn begin(&self, call: Call) -> Result<Begun<S>, IdempotencyError> {
         let prepared = self.prepare(call);
-        let Prepared {
-            key,
-            span,
-            lease,
-            retention,
-            wait,
-            owner,
-            ..
-        } = &prepared;
-        let (lease, retention, wait) = (*lease, *retention, *wait);
-        let config = &self.inner.config;
         let request = prepared.request(prepared.failed == FailedPolicy::Retry);
         async {
-            let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-            let mut pause = config.poll;
+            let mut patience = Patience::new(prepared.wait, self.inner.config.poll);
             loop {
                 // A claim is safe to repeat: if the first attempt was applied before its
                 // connection failed, the second finds the record owned by this request.
@@ -173,16 +161,8 @@ impl<S: IdempotencyStore> Idempotency<S> {
                             tracing::debug!("idempotency claimed");
                         }
                         return Ok(Begun::Run(Guard {
-                            handle: ClaimHandle {
-                                engine: self.clone(),
-                                key: key.clone(),
-                                owner: owner.clone(),
-                                fence: record.fence,
-                                record_id: record.record_id,
-                                lease_ms: ms(lease),
-                                local: false,
-                            },
-                            retention_ms: ms(retention),
+                            handle: self.handle(&prepared, record, false),
+                            retention_ms: ms(prepared.retention),
                         }));
                     }
                     Decision::Replay(stored) => {
@@ -194,27 +174,39 @@ impl<S: IdempotencyStore> Idempotency<S> {
                         return Err(IdempotencyError::Mismatch);
                     }
                     Decision::Busy(retry_after) => {
-                        let now = tokio::time::Instant::now();
-                        match deadline {
-                            Some(deadline) if now < deadline => {
-                                tokio::time::sleep(pause.min(deadline - now)).await;
-                                pause = (pause * 2).min(config.poll * 8);
-                            }
-                            _ => {
-                                tracing::info!(
-                                    state = record.state.as_str(),
-                                    retry_after_ms = retry_after.as_millis() as u64,
-                                    "idempotency in progress"
-                                );
-                                return Err(IdempotencyError::InProgress { retry_after });
-                            }
+                        if !patience.wait().await {
+                            tracing::info!(
+                                state = record.state.as_str(),
+                                retry_after_ms = retry_after.as_millis() as u64,
+                                "idempotency in progress"
+                            );
+                            return Err(IdempotencyError::InProgress { retry_after });
                         }
                     }
                 }
             }
         }
-        .instrument(span.clone())
+        .instrument(prepared.span.clone())
         .await
+    }
+
+    /// The handle of the claim this request won: `record`'s fence and id, for the key and
+    /// owner `prepared` drew.
+    pub(super) fn handle(
+        &self,
+        prepared: &Prepared,
+        record: Record,
+        local: bool,
+    ) -> ClaimHandle<S> {
+        ClaimHandle {
+            engine: self.clone(),
+            key: prepared.key.clone(),
+            owner: prepared.owner.clone(),
+            fence: record.fence,
+            record_id: record.record_id,
+            lease_ms: ms(prepared.lease),
+            local,
+        }
     }
 
     /// Resolves `call` against the engine's defaults and draws the owner token and the record
@@ -283,6 +275,38 @@ pub(super) struct Prepared {
     pub(super) failed: FailedPolicy,
     pub(super) owner: String,
     pub(super) record_id: String,
+}
+
+/// How long a duplicate that finds the key in progress waits for the first request: until its
+/// `wait` runs out, polling with pauses that double from the engine's poll interval up to
+/// eight times it.
+pub(super) struct Patience {
+    deadline: Option<tokio::time::Instant>,
+    pause: Duration,
+    poll: Duration,
+}
+
+impl Patience {
+    pub(super) fn new(wait: Option<Duration>, poll: Duration) -> Self {
+        Patience {
+            deadline: wait.map(|w| tokio::time::Instant::now() + w),
+            pause: poll,
+            poll,
+        }
+    }
+
+    /// Sleeps one pause and answers `true`, or answers `false` once the wait has run out.
+    pub(super) async fn wait(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        match self.deadline {
+            Some(deadline) if now < deadline => {
+                tokio::time::sleep(self.pause.min(deadline - now)).await;
+                self.pause = (self.pause * 2).min(self.poll * 8);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Prepared {

@@ -3,7 +3,7 @@
 //! the body's writes, and an error or a dropped future rolls everything back.
 
 use super::engine::{
-    Call, ClaimHandle, Decision, ErrorCodec, Idempotency, Prepared, ResponseCodec, ms,
+    Call, ClaimHandle, Decision, ErrorCodec, Idempotency, Patience, ResponseCodec, ms,
 };
 use super::error::IdempotencyError;
 use super::record::Transition;
@@ -26,22 +26,10 @@ impl<S: LocalStore> Idempotency<S> {
     /// then replays its outcome (or, if it rolled back, claims the key itself).
     pub async fn begin_local(&self, call: Call) -> Result<BegunLocal<S>, IdempotencyError> {
         let prepared = self.prepare(call);
-        let Prepared {
-            key,
-            span,
-            lease,
-            retention,
-            wait,
-            owner,
-            ..
-        } = &prepared;
-        let (lease, retention, wait) = (*lease, *retention, *wait);
-        let config = &self.inner.config;
         // A failure leaves no record in this mode: nothing to retry or replay.
         let request = prepared.request(false);
         async {
-            let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-            let mut pause = config.poll;
+            let mut patience = Patience::new(prepared.wait, self.inner.config.poll);
             loop {
                 let (record, tx) = self.inner.store.claim_in_transaction(&request).await?;
                 tracing::Span::current().record("fence", record.fence);
@@ -49,16 +37,8 @@ impl<S: LocalStore> Idempotency<S> {
                     Decision::Run => {
                         tracing::debug!("idempotency claimed in the transaction");
                         let guard = LocalGuard {
-                            handle: ClaimHandle {
-                                engine: self.clone(),
-                                key: key.clone(),
-                                owner: owner.clone(),
-                                fence: record.fence,
-                                record_id: record.record_id,
-                                lease_ms: ms(lease),
-                                local: true,
-                            },
-                            retention_ms: ms(retention),
+                            handle: self.handle(&prepared, record, true),
+                            retention_ms: ms(prepared.retention),
                         };
                         return Ok(BegunLocal::Run(guard, tx));
                     }
@@ -72,25 +52,18 @@ impl<S: LocalStore> Idempotency<S> {
                     }
                     Decision::Busy(retry_after) => {
                         drop(tx);
-                        let now = tokio::time::Instant::now();
-                        match deadline {
-                            Some(deadline) if now < deadline => {
-                                tokio::time::sleep(pause.min(deadline - now)).await;
-                                pause = (pause * 2).min(config.poll * 8);
-                            }
-                            _ => {
-                                tracing::info!(
-                                    state = record.state.as_str(),
-                                    "idempotency in progress"
-                                );
-                                return Err(IdempotencyError::InProgress { retry_after });
-                            }
+                        if !patience.wait().await {
+                            tracing::info!(
+                                state = record.state.as_str(),
+                                "idempotency in progress"
+                            );
+                            return Err(IdempotencyError::InProgress { retry_after });
                         }
                     }
                 }
             }
         }
-        .instrument(span.clone())
+        .instrument(prepared.span.clone())
         .await
     }
 }
