@@ -467,6 +467,53 @@ impl<'a> RuleCx<'a> {
         self.effects.find(i, kind)
     }
 
+    /// Is an exclusive lock (a mutex guard, a write guard: not a read guard) taken before event
+    /// `r` still held at event `w`? Every actor that takes it runs `r..=w` alone, so what `r`
+    /// read is still current at `w` for them (the outer `mutation_lock` around a cache's read,
+    /// merge and write-back).
+    pub fn held_across(&self, r: u32, w: u32) -> bool {
+        let at_w = &self.state(w).locks;
+        self.state(r)
+            .locks
+            .iter()
+            .any(|l| at_w.contains(l) && self.exclusive(l.event))
+    }
+
+    /// Does the lock taken at event `l` exclude every other holder (not `read()`)?
+    fn exclusive(&self, l: u32) -> bool {
+        match &self.body.events.get(l as usize).map(|e| &e.kind) {
+            Some(EventKind::Call(c)) => !c
+                .steps
+                .iter()
+                .any(|s| crate::apis::READ_GUARD_STEPS.contains(&s.name.as_str())),
+            _ => false,
+        }
+    }
+
+    /// Does every call of this body in the crate run under an exclusive lock its caller holds
+    /// (or in a caller that is itself only called so, a few calls up)? Then two runs of the body
+    /// never overlap within the process: `update_nags` holding a process-wide mutex over the
+    /// command handlers it dispatches to. A body the crate never calls is not covered.
+    pub fn callers_hold_lock(&self) -> bool {
+        fn covered(krate: &CrateView<'_>, id: BodyId, depth: u8, seen: &mut Vec<BodyId>) -> bool {
+            if depth == 0 || seen.contains(&id) {
+                return false;
+            }
+            seen.push(id);
+            let sites = krate.call_sites(id);
+            let all = !sites.is_empty()
+                && sites.iter().all(|&(caller, site)| {
+                    let cx = RuleCx::new(krate, caller);
+                    !cx.detached(site)
+                        && (cx.state(site).locks.iter().any(|l| cx.exclusive(l.event))
+                            || covered(krate, caller, depth - 1, seen))
+                });
+            seen.pop();
+            all
+        }
+        covered(self.krate, self.id, 3, &mut Vec::new())
+    }
+
     /// Do the events `r` and `w` both run in one `SERIALIZABLE` transaction (set anywhere from
     /// its `BEGIN` on)? Conflicting transactions then abort instead of racing. A read before the
     /// transaction is not covered by it.

@@ -116,7 +116,11 @@ declare_rule! {
     /// migrations) or dropped by a later migration are not seen, and a partial unique index
     /// counts as a full key. Whether the insert runs where the lookup found nothing or where it
     /// found a row (`is_none()` against `is_some()`) is not told apart; a test against a limit
-    /// (`count >= 10`) is not taken for an existence test.
+    /// (`count >= 10`) is not taken for an existence test. An exclusive lock (a mutex, a write
+    /// guard) held from before the read to the write, in the body or by every caller of the body
+    /// in the crate (up to three calls up), counts as serialising the check: a process-local lock
+    /// does not exclude other processes, and a lock taken only on some configurations (a
+    /// `get_lock()` that locks for SQLite alone) is taken for a lock everywhere.
     pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
@@ -184,6 +188,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let mut reported = Reported::default();
+    let found = out.len();
     for w in 0..cx.body.events.len() as u32 {
         let Some(write) = candidate(cx, w) else {
             continue;
@@ -207,6 +212,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if let Some(d) = check_then_insert::judge(cx, w, &mut reported) {
             out.push(d);
         }
+    }
+    // Every caller holds an exclusive lock over the call: runs of this body never overlap.
+    if !out[found..].is_empty() && cx.callers_hold_lock() {
+        out.truncate(found);
     }
 }
 

@@ -67,7 +67,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             let Some(c) = deciding_check(cx, r, w) else {
                 continue;
             };
-            if callee_retests(cx, w, r, effect.via) {
+            if callee_retests(cx, w, r, effect.via) || cx.held_across(r, w) {
                 continue;
             }
             if !reported.first(r) {
