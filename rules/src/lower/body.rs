@@ -178,7 +178,18 @@ impl BodyLowerer<'_, '_> {
                     let sql = if holds_sql_text(&init.expr) {
                         strs.iter().find_map(|s| sql::classify(s)).map(Box::new)
                     } else {
-                        None
+                        // `let sql = if fast { "SELECT .." } else { "SELECT .." };`: the arms'
+                        // statements (the first one SQL text classifies).
+                        let mut arms = Vec::new();
+                        sql_arms(&init.expr, &mut arms, 0);
+                        arms.iter()
+                            .filter(|a| holds_sql_text(a))
+                            .find_map(|a| {
+                                let mut texts = Vec::new();
+                                strings(a, &mut texts, 0);
+                                texts.iter().find_map(|s| sql::classify(s))
+                            })
+                            .map(Box::new)
                     };
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);
@@ -261,6 +272,39 @@ impl BodyLowerer<'_, '_> {
             }
             Stmt::Item(_) => {}
         }
+    }
+}
+
+/// The values an `if` / `match` expression can take: the tail expressions of its arms.
+fn sql_arms<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>, depth: u32) {
+    let tail = |b: &'e Block| match b.stmts.last() {
+        Some(Stmt::Expr(e, None)) => Some(e),
+        _ => None,
+    };
+    if depth > 4 {
+        return;
+    }
+    match e {
+        Expr::If(i) => {
+            if let Some(t) = tail(&i.then_branch) {
+                out.push(t);
+            }
+            if let Some((_, els)) = &i.else_branch {
+                match &**els {
+                    Expr::Block(b) => out.extend(tail(&b.block)),
+                    other => sql_arms(other, out, depth + 1),
+                }
+            }
+        }
+        Expr::Match(m) => {
+            for arm in &m.arms {
+                match &*arm.body {
+                    Expr::Block(b) => out.extend(tail(&b.block)),
+                    other => out.push(other),
+                }
+            }
+        }
+        _ => {}
     }
 }
 
