@@ -86,7 +86,9 @@ pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Op
 }
 
 /// The filter tests more than the key: the state, a version / owner / lease / token, a time,
-/// or that the record is not deleted (`time_deleted IS NULL`, `deleted = false`).
+/// that the record is not deleted (`time_deleted IS NULL`, `deleted = false`), or a column the
+/// statement also sets (`SET last_event_id = $2 .. WHERE .. AND last_event_id = $3`: a
+/// compare-and-set on that column, whatever it is called).
 pub(crate) fn guarded_filter(e: &Effect, column: &str) -> bool {
     e.where_cols.iter().any(|c| {
         c == column
@@ -94,7 +96,15 @@ pub(crate) fn guarded_filter(e: &Effect, column: &str) -> bool {
             || is_fencing_column(c)
             || is_time_column(c)
             || is_deletion_marker(c)
+            || e.sets.iter().any(|a| a.column == *c) && !is_key_column(c, e.table.as_deref())
     })
+}
+
+/// A column that names the row rather than a version of it: `id`, `uuid`, `key`, `<table>_id`
+/// (setting it to the value the filter holds changes nothing).
+fn is_key_column(c: &str, table: Option<&str>) -> bool {
+    matches!(c, "id" | "uuid" | "key" | "pk")
+        || table.is_some_and(|t| c.strip_suffix("_id").is_some_and(|s| s == t))
 }
 
 /// Is this the only value the crate ever moves the column to (`UPDATE subscriptions SET

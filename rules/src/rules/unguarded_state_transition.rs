@@ -27,7 +27,9 @@ declare_rule! {
     /// it writes the state column from the copy read earlier, keyed by the id alone.
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
-    /// token, a timestamp, or that the record is not deleted), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
+    /// token, a timestamp, that the record is not deleted, or a column the statement also sets:
+    /// `SET applied_seq = $3 .. WHERE .. AND applied_seq = $4` is a compare-and-set on that
+    /// column whatever its name, unless it is the key), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
     /// same transaction and its state checked after that (in code or in the `SELECT`'s own
     /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state (every SQLite
     /// transaction is one: see `check-before-lock`), for inserts and
