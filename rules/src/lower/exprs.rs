@@ -435,6 +435,15 @@ impl BodyLowerer<'_, '_> {
                 return;
             }
         }
+        // A call handed to the macro as its first argument (`ok_or!(charge(id), e => ..)`,
+        // `log_err!(store.save(&row).await)`): the call runs where the macro is.
+        if !matches!(m.delimiter, syn::MacroDelimiter::Brace(_))
+            && !macros::is_format_like(&last_segment(&m.path))
+            && let Some(first) = macros::first_call_arg(&m.tokens)
+        {
+            self.expr(&first);
+            return;
+        }
         for group in macros::brace_groups(&m.tokens) {
             let Ok(stmts) = syn::parse::Parser::parse2(syn::Block::parse_within, group) else {
                 continue;

@@ -66,6 +66,36 @@ pub fn has_code_args(tokens: &TokenStream) -> bool {
     })
 }
 
+/// A macro's first comma-separated argument when it is a call (a function or method call,
+/// possibly `.await`ed or `?`-tried), whatever syntax the rest of the macro uses.
+pub fn first_call_arg(tokens: &TokenStream) -> Option<Expr> {
+    let first: TokenStream = tokens
+        .clone()
+        .into_iter()
+        .take_while(
+            |tt| !matches!(tt, TokenTree::Punct(p) if p.as_char() == ',' || p.as_char() == ';'),
+        )
+        .collect();
+    // A call has a parenthesised group; anything else is not worth parsing.
+    if !first
+        .clone()
+        .into_iter()
+        .any(|tt| matches!(tt, TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis))
+    {
+        return None;
+    }
+    let e: Expr = syn::parse2(first).ok()?;
+    let mut inner = &e;
+    loop {
+        match inner {
+            Expr::Try(t) => inner = &t.expr,
+            Expr::Await(a) => inner = &a.base,
+            Expr::Call(_) | Expr::MethodCall(_) => return Some(e),
+            _ => return None,
+        }
+    }
+}
+
 /// The comma-separated expressions of a macro call (empty when they do not parse).
 pub fn parse_args(tokens: &TokenStream) -> Vec<Expr> {
     if tokens.is_empty() {
