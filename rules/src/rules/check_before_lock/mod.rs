@@ -15,6 +15,7 @@ mod without_lock;
 use super::RuleCx;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
+use crate::facts::BodyId;
 use crate::ir::{EventKind, Region};
 use crate::name::Name;
 use crate::query;
@@ -234,7 +235,12 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
     if write.token && write.delete || insert || write.in_memory && write.via.is_some() {
         return None;
     }
-    if write.conditional && !query::tests_of(cx.body, w).is_empty() {
+    if write.conditional
+        && (!query::tests_of(cx.body, w).is_empty()
+            || write
+                .via
+                .is_some_and(|h| checked_in_helper(cx, h, write, 3)))
+    {
         return None;
     }
     if write.via.is_some()
@@ -256,6 +262,24 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
     Some(Write {
         at: w,
         effect: write,
+    })
+}
+
+/// Does crate fn `h` (or a helper it calls, `depth` calls down) make the conditional write
+/// `write` came from and test its result itself (`if rows_affected != n { rollback }`)? A write
+/// that re-checks the state in its own filter and looks at what it changed is not stale.
+fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> bool {
+    let Some(summary) = cx.krate.summary(h) else {
+        return false;
+    };
+    summary.effects.iter().any(|x| {
+        x.effect.kind == EffectKind::Write
+            && x.effect.conditional
+            && x.effect.table == write.table
+            && match x.callee {
+                Some(c) => depth > 0 && checked_in_helper(cx, c, write, depth - 1),
+                None => !query::tests_of(cx.krate.body(h), x.at).is_empty(),
+            }
     })
 }
 
