@@ -257,6 +257,25 @@ pub(crate) fn summarize(
 /// the call's result is bound, so it can be held), and a transaction closure where a closure is
 /// handed to one of the crate's own transaction helpers (a fn that hands a closure to a
 /// transaction).
+/// Does the body hand one of its parameters to a transaction-closure method
+/// (`self.conn.transaction(callback).await`)? A wrapper like that runs the closure its caller
+/// gives it in a transaction.
+fn hands_param_to_tx(body: &Body) -> bool {
+    body.events.iter().any(|ev| {
+        matches!(&ev.kind, EventKind::Call(c) if c.func.is_empty() && c.steps.iter().any(|s| {
+            crate::apis::TX_CLOSURE_STEPS.contains(&s.name.as_str())
+                && s.name != "run"
+                && s.args.iter().any(|a| {
+                    a.paths.len() == 1
+                        && body
+                            .params
+                            .iter()
+                            .any(|(p, _)| p != "self" && a.paths.first().is_some_and(|x| x == p))
+                })
+        }))
+    })
+}
+
 /// Does the body begin a transaction and then call one of its parameters (`let mut tx =
 /// pool.begin().await?; let out = f(&mut tx).await?; tx.commit().await?`)? The closure a caller
 /// hands it runs inside that transaction.
@@ -291,6 +310,7 @@ pub(crate) fn widen(
                 .all()
                 .any(|e| e.kind == EffectKind::TxClosure)
                 || runs_param_in_tx(bodies[id], &effects[id])
+                || hands_param_to_tx(bodies[id])
         })
         .collect();
     let gained = par_map(ids, threads, |id| {

@@ -9,7 +9,7 @@ use crate::apis::{
     SLEEP_PATH_WORDS, SPAWN_FNS, SPAWN_METHODS, SPAWN_PATH_WORDS, TICK_STEPS, WRITE_GUARD_STEPS,
 };
 use crate::effects::{Effect, EffectKind, GuardUse};
-use crate::ir::Call;
+use crate::ir::{Call, EventKind};
 use crate::name::Name;
 
 pub(super) fn is_after_lock_noise(name: &str) -> bool {
@@ -73,6 +73,20 @@ pub(super) fn classify(
         && s.args.iter().any(|a| a.closure)
     {
         return Some(Effect::new(EffectKind::Spawn, "spawns a task"));
+    }
+
+    // A crate fn that spawns what it is handed (`spawn_try_task(async move { .. })`).
+    if call.func.len() == 1
+        && call
+            .steps
+            .first()
+            .is_some_and(|s| s.args.iter().any(|a| a.closure))
+        && spawns_its_argument(cx, flast)
+    {
+        return Some(Effect::new(
+            EffectKind::Spawn,
+            "spawns a task (through a crate helper)",
+        ));
     }
 
     // Sleeps and timers.
@@ -256,4 +270,29 @@ fn verb(kind: EffectKind) -> &'static str {
     } else {
         "reads"
     }
+}
+
+/// Is every crate free fn named `name` a wrapper that spawns one of its parameters
+/// (`fn spawn_try_task(task: impl Future ..) { tokio::spawn(async move { task.await .. }) }`)?
+fn spawns_its_argument(cx: &Classifier<'_>, name: &str) -> bool {
+    let Some(defs) = cx.facts.free_fns.get(name) else {
+        return false;
+    };
+    !defs.is_empty()
+        && defs.iter().all(|&id| {
+            let body = cx.facts.body(id);
+            let params: Vec<&str> = body
+                .params
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| *n != "self")
+                .collect();
+            body.events.iter().any(|ev| {
+                matches!(&ev.kind, EventKind::Call(c)
+                if SPAWN_FNS.contains(&c.func_last())
+                    && c.all_args().any(|a| a.paths.iter().any(|p| {
+                        params.contains(&crate::query::first(p))
+                    })))
+            })
+        })
 }
