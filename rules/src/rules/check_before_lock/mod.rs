@@ -283,6 +283,26 @@ fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> b
     })
 }
 
+/// Does a test of the read at `r` only skip a write of the very value it compared with (`if
+/// current == wanted { return }` before storing `wanted`), with the other tests that decide the
+/// write at `w` only asking whether the row is there (`if let Some(row) = ..`)? Racing writers
+/// then all store the wanted value. A limit (`if balance < amount`) is no such test.
+fn only_skips_unchanged(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
+    let unchanged = |t: u32| {
+        matches!(&cx.body.events[t as usize].kind, EventKind::Cond(test)
+            if test.comparison != crate::ir::Comparison::Other)
+            && in_transaction::sets_compared_value(cx, t, r, w)
+    };
+    let deciding: Vec<u32> = query::tests_of(cx.body, r)
+        .into_iter()
+        .filter(|&t| t > r && t < w && tests_read(cx, t, r) && decides(cx, t, r, w))
+        .collect();
+    deciding.iter().any(|&t| unchanged(t))
+        && deciding
+            .iter()
+            .all(|&t| unchanged(t) || presence_test(cx, t, r))
+}
+
 /// The first test of the read at `r`, before the write at `w`, that looks at the value read and
 /// decides the write.
 fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {

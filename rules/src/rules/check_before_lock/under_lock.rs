@@ -67,6 +67,9 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             let Some(c) = deciding_check(cx, r, w) else {
                 continue;
             };
+            if super::only_skips_unchanged(cx, r, w) {
+                continue;
+            }
             if callee_retests(cx, w, r, effect.via) || cx.held_across(r, w) {
                 continue;
             }
