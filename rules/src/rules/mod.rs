@@ -479,8 +479,18 @@ impl<'a> RuleCx<'a> {
             .any(|l| at_w.contains(l) && self.exclusive(l.event))
     }
 
-    /// Does the lock taken at event `l` exclude every other holder (not `read()`)?
+    /// Does the lock taken at event `l` exclude every other holder: a lock of a known place
+    /// taken here (not one a crate fn hands out, such as a pooled connection's guard), and not a
+    /// read guard?
     fn exclusive(&self, l: u32) -> bool {
+        let named = self.effs(l).any(|e| {
+            e.kind == EffectKind::Lock
+                && e.via.is_none()
+                && e.table.as_deref().is_some_and(|t| !t.is_empty())
+        });
+        if !named {
+            return false;
+        }
         match &self.body.events.get(l as usize).map(|e| &e.kind) {
             Some(EventKind::Call(c)) => !c
                 .steps

@@ -118,10 +118,11 @@ declare_rule! {
     /// counts as a full key. Whether the insert runs where the lookup found nothing or where it
     /// found a row (`is_none()` against `is_some()`) is not told apart; a test against a limit
     /// (`count >= 10`) is not taken for an existence test. An exclusive lock (a mutex, a write
-    /// guard) held from before the read to the write, in the body or by every caller of the body
-    /// in the crate (up to three calls up), counts as serialising the check: a process-local lock
-    /// does not exclude other processes, and a lock taken only on some configurations (a
-    /// `get_lock()` that locks for SQLite alone) is taken for a lock everywhere.
+    /// guard) on a named place, taken in the body and held from before the read to the write, or
+    /// held by every caller of the body in the crate (up to three calls up), counts as
+    /// serialising the check, although a process-local lock does not exclude other processes; a
+    /// guard handed out by a crate fn (`let _g = get_lock().await`, a pooled connection) does
+    /// not count.
     pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
