@@ -24,9 +24,20 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
         return None;
     }
     e.sets.iter().find(|a| {
-        is_state_column(&a.column)
+        is_state_column(&a.column) && !in_postal_address(e)
             || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v))
     })
+}
+
+/// Does the statement write a postal address (`city`, `country`, `zip`, `street` beside the
+/// `state` it sets)? Then `state` is a province, not a lifecycle.
+fn in_postal_address(e: &Effect) -> bool {
+    const ADDRESS: &[&str] = &[
+        "city", "country", "zip", "zipcode", "postal", "postcode", "street", "province",
+    ];
+    e.sets
+        .iter()
+        .any(|a| crate::kb::names::words(&a.column).any(|w| ADDRESS.contains(&w.as_str())))
 }
 
 /// Does the call at `w` save back a model this body read (`session.save(db)`,

@@ -1,7 +1,7 @@
 //! Word lists: what names an operation identity, a one-time token, a resource id.
 //! These are the last resort after types, `.await` and SQL text.
 
-fn words(name: &str) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn words(name: &str) -> impl Iterator<Item = String> + '_ {
     // snake_case, camelCase and `a.b` paths split into lowercase words.
     let mut out = Vec::new();
     let mut cur = String::new();

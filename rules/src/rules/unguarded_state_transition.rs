@@ -20,8 +20,9 @@ declare_rule! {
     /// `.set(status.eq(..))`, sea-orm `col_expr(Column::Status, ..)` or a model whose `status`
     /// field is set, a Redis `HSET job:{id} state ..` — whose filter holds only the record's key:
     /// no expected current state, no version, generation, owner or lease. A column is a state
-    /// column when it is named like one (status, state, stage, phase, step, lifecycle) or is
-    /// assigned an enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`). A model read
+    /// column when it is named like one (status, state, stage, phase, step, lifecycle; not a
+    /// `state` written with a city, postcode or country: a province) or is assigned an
+    /// enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`). A model read
     /// by the function and saved back whole through the crate's upsert (`session.save(db)` running
     /// `INSERT .. ON CONFLICT (id) DO UPDATE SET state = excluded.state, ..`) is such an update:
     /// it writes the state column from the copy read earlier, keyed by the id alone.
