@@ -132,6 +132,9 @@ pub struct Body {
     pub idempotent_key: Option<Box<Name>>,
     /// A route attribute puts it at a path that receives messages (`#[post("/webhooks/psp")]`).
     pub message_route: bool,
+    /// A route attribute puts it at any path (`#[post("/orders/<id>/pay")]`): the framework
+    /// calls it, with a connection of its own, not a caller's transaction.
+    pub routed: bool,
     pub params: Box<[(Name, TypeRef)]>,
     pub ret: Box<[Name]>,
     /// Boxed once lowering is done: no spare capacity is kept for the run.

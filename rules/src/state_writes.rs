@@ -88,12 +88,63 @@ pub(crate) fn saves_back(cx: &RuleCx<'_>, w: u32, e: &Effect) -> bool {
     })
 }
 
-/// The state column a call saves back (see [`saves_back`]).
-pub(crate) fn saved_back_state<'e>(cx: &RuleCx<'_>, w: u32, e: &'e Effect) -> Option<&'e Assigned> {
+/// The state column a call saves back (see [`saves_back`]): one the save's statement names,
+/// or, when it writes the model whole (`.values(&*self)`: no columns known), a state field the
+/// body assigned on the model before saving it (`access.status = Status::Initiated as i32;
+/// access.save(&conn)`).
+pub(crate) fn saved_back_state(cx: &RuleCx<'_>, w: u32, e: &Effect) -> Option<Assigned> {
     if !saves_back(cx, w, e) {
         return None;
     }
-    e.sets.iter().find(|a| is_state_column(&a.column))
+    if let Some(a) = e.sets.iter().find(|a| is_state_column(&a.column)) {
+        return Some(a.clone());
+    }
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let roots: Vec<&str> = call
+        .recv
+        .first()
+        .map(|r| r.as_str())
+        .into_iter()
+        .chain(
+            call.all_args()
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p))),
+        )
+        .collect();
+    // The model assigned must be the row read, bound from the read's own result (`let Some(mut
+    // m) = Model::find(..)`), not a new model built with some values read.
+    let table = e.table.as_deref();
+    let binders = query::binders(cx.body);
+    let read_rows: Vec<&[crate::name::Name]> = (0..w)
+        .filter(|&r| {
+            cx.effs(r)
+                .any(|x| x.kind == EffectKind::Read && !x.in_memory && x.table.as_deref() == table)
+        })
+        .map(|r| binders[r as usize].as_slice())
+        .collect();
+    cx.body.events[..w as usize]
+        .iter()
+        .rev()
+        .find_map(|ev| match &ev.kind {
+            EventKind::Assign(a) => {
+                let (root, field) = a.target.split_once('.')?;
+                (roots.contains(&root)
+                    && read_rows
+                        .iter()
+                        .any(|names| names.iter().any(|n| n == root))
+                    && !field.contains('.')
+                    && is_state_column(field))
+                .then(|| Assigned {
+                    column: crate::name::Name::new(field),
+                    value: match &a.value {
+                        Some(v) => AssignedValue::Const(v.clone()),
+                        None => AssignedValue::Unknown,
+                    },
+                })
+            }
+            _ => None,
+        })
 }
 
 /// The filter tests more than the key: the state, a version / owner / lease / token, a time,

@@ -295,7 +295,8 @@ impl ItemLowerer<'_, '_> {
             mut_self,
             idempotent,
             idempotent_key: idempotent_key.map(Box::new),
-            message_route: message_route(attrs),
+            message_route: route_path(attrs).is_some_and(|p| names::is_message_route(&p)),
+            routed: route_path(attrs).is_some(),
             params: params
                 .into_iter()
                 .map(|(n, mut t): (Name, crate::ir::TypeRef)| {
@@ -365,25 +366,23 @@ fn diesel_table_name(attrs: &[Attribute]) -> Option<Name> {
     })
 }
 
-/// A route attribute whose path receives messages: `#[post("/webhooks/stripe")]`,
-/// `#[route("/ipn", method = "POST")]`.
-fn message_route(attrs: &[Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        let Some(last) = a.path().segments.last_item() else {
-            return false;
-        };
+/// The path of a route attribute (`#[post("/webhooks/stripe")]`, `#[route("/ipn", method =
+/// "POST")]`), quotes included.
+fn route_path(attrs: &[Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| {
+        let last = a.path().segments.last_item()?;
         if !apis::ROUTE_ATTRIBUTES.iter().any(|r| last.ident == r) {
-            return false;
+            return None;
         }
         let syn::Meta::List(l) = &a.meta else {
-            return false;
+            return None;
         };
-        l.tokens.clone().into_iter().any(|t| match t {
+        l.tokens.clone().into_iter().find_map(|t| match t {
             proc_macro2::TokenTree::Literal(lit) => {
                 let text = lit.to_string();
-                text.starts_with("\"/") && names::is_message_route(&text)
+                text.starts_with("\"/").then_some(text)
             }
-            _ => false,
+            _ => None,
         })
     })
 }
