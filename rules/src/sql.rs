@@ -91,7 +91,9 @@ impl SqlInfo {
     /// A write whose WHERE clause tests more than the row key: current state, version, owner or
     /// operation identity (`WHERE id = $1 AND status = 'pending'`).
     pub fn is_conditional(&self) -> bool {
-        self.where_cols.iter().any(|c| !is_plain_key(c))
+        self.where_cols
+            .iter()
+            .any(|c| !is_plain_key(c) && !crate::kb::names::is_own_key(c, self.table()))
     }
 }
 

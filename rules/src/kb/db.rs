@@ -1,7 +1,7 @@
 //! Databases: transactions (begin / commit / rollback / closures) and reads and writes through
 //! sqlx, tokio-postgres, deadpool / bb8 connections (by SQL text), diesel and sea-orm builders.
 
-use super::names::{is_operation_identity, is_token_name};
+use super::names::{is_operation_identity, is_own_key, is_token_name};
 use super::{Class, Classifier};
 use crate::apis::{
     ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS, DIESEL_SET_STEPS,
@@ -166,8 +166,11 @@ pub(super) fn classify(
             EffectKind::Write
         };
         let mut e = Effect::new(kind, kind_word).with_table(table.clone());
-        e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
-        e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+        let own = |c: &Name| is_own_key(c, table.as_deref());
+        e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c));
+        e.ident_guard = where_cols
+            .iter()
+            .any(|c| is_operation_identity(c) && !own(c));
         e.delete = flast == "delete";
         e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
         e.where_cols = where_cols.into();
@@ -292,8 +295,11 @@ pub(super) fn classify(
             e.insert = flast.starts_with("insert");
             // `Entity::insert(m).on_conflict(OnConflict::column(..).update_column(..))`.
             e.upsert = e.insert && runs(&["on_conflict"]);
-            e.conditional = where_cols.iter().any(|c| !is_plain_key(c));
-            e.ident_guard = where_cols.iter().any(|c| is_operation_identity(c));
+            let own = |c: &Name| is_own_key(c, Some(entity.as_str()));
+            e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c));
+            e.ident_guard = where_cols
+                .iter()
+                .any(|c| is_operation_identity(c) && !own(c));
             e.delete = flast.starts_with("delete");
             e.purge =
                 e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
@@ -513,7 +519,10 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
     e.conditional = sql.is_conditional();
-    e.ident_guard = sql.where_cols.iter().any(|c| is_operation_identity(c));
+    e.ident_guard = sql
+        .where_cols
+        .iter()
+        .any(|c| is_operation_identity(c) && !is_own_key(c, sql.table()));
     e.delete = sql.kind == SqlKind::Delete;
     // Filtered on no key (`WHERE expires_at < now()`), or not filtered at all (a table wipe in
     // a migration or a reset): housekeeping, not the consumption of one token.

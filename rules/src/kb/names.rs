@@ -85,6 +85,26 @@ pub fn is_operation_identity(name: &str) -> bool {
     op_id || w.iter().any(|x| OP_WORDS.contains(&x.as_str()))
 }
 
+/// Is `column` the row's own key in `table`: `job_id` in `video_jobs`, `task_id` in `task`
+/// (the id named after the table's last word)? An operation identity is a different
+/// lifecycle's id (`attempt_id` on `payments`), not the key of the row itself.
+pub fn is_own_key(column: &str, table: Option<&str>) -> bool {
+    let Some(table) = table else {
+        return false;
+    };
+    let w: Vec<String> = words(column).collect();
+    let [.., noun, id] = w.as_slice() else {
+        return false;
+    };
+    let last = table
+        .rsplit(['.', '_'])
+        .next()
+        .unwrap_or(table)
+        .to_ascii_lowercase();
+    let last = last.strip_suffix('s').unwrap_or(&last);
+    id == "id" && noun == last
+}
+
 /// Names a resource id: `seat_id`, `orderId`, `id`, `sku`, `key`.
 pub fn is_resource_id(name: &str) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
