@@ -91,9 +91,11 @@ impl SqlInfo {
     /// A write whose WHERE clause tests more than the row key: current state, version, owner or
     /// operation identity (`WHERE id = $1 AND status = 'pending'`).
     pub fn is_conditional(&self) -> bool {
-        self.where_cols
-            .iter()
-            .any(|c| !is_plain_key(c) && !crate::kb::names::is_own_key(c, self.table()))
+        self.where_cols.iter().any(|c| {
+            !is_plain_key(c) && !crate::kb::names::is_own_key(c, self.table())
+                // `SET token = $1 .. WHERE token = $2`: a compare-and-set on the column.
+                || self.set_cols.contains(c) && !matches!(c.as_str(), "id" | "uuid" | "pk")
+        })
     }
 }
 
