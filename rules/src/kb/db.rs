@@ -172,7 +172,12 @@ pub(super) fn classify(
             .iter()
             .any(|c| is_operation_identity(c) && !own(c));
         e.delete = flast == "delete";
-        e.purge = e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+        let token_table = table.as_deref().is_some_and(is_token_name);
+        e.purge = e.delete
+            && !where_cols.is_empty()
+            && !where_cols
+                .iter()
+                .any(|c| is_plain_key(c) || token_table && is_token_name(c));
         e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.upsert = flast.contains("replace")
@@ -301,8 +306,13 @@ pub(super) fn classify(
                 .iter()
                 .any(|c| is_operation_identity(c) && !own(c));
             e.delete = flast.starts_with("delete");
-            e.purge =
-                e.delete && !where_cols.is_empty() && !where_cols.iter().any(|c| is_plain_key(c));
+            // A token row is picked by its token (`token_id`, `code`): that is its key.
+            let token_table = is_token_name(&entity);
+            e.purge = e.delete
+                && !where_cols.is_empty()
+                && !where_cols
+                    .iter()
+                    .any(|c| is_plain_key(c) || token_table && is_token_name(c));
             e.filtered = !where_cols.is_empty();
             e.where_cols = where_cols.into();
             e.token = is_token_name(&entity);
@@ -526,9 +536,14 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.delete = sql.kind == SqlKind::Delete;
     // Filtered on no key (`WHERE expires_at < now()`), or not filtered at all (a table wipe in
     // a migration or a reset): housekeeping, not the consumption of one token.
+    let token_table = sql.tables.iter().any(|t| is_token_name(t));
     e.purge = e.delete
         && (!sql.filtered
-            || !sql.where_cols.is_empty() && !sql.where_cols.iter().any(|c| is_plain_key(c)));
+            || !sql.where_cols.is_empty()
+                && !sql
+                    .where_cols
+                    .iter()
+                    .any(|c| is_plain_key(c) || token_table && is_token_name(c)));
     e.insert = sql.kind == SqlKind::Insert;
     e.upsert = sql.upsert;
     e.where_cols = sql.where_cols.clone().into();

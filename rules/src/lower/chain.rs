@@ -395,6 +395,21 @@ pub(super) fn is_deferred(e: &Expr) -> bool {
     }
 }
 
+/// A column's name in snake_case: sea-orm's `Column::TokenId` is the column `token_id`;
+/// diesel's `orders::status` stays as written.
+fn snake_case(col: &str) -> Name {
+    let mut s = String::with_capacity(col.len() + 4);
+    let mut prev_lower = false;
+    for c in col.chars() {
+        if c.is_uppercase() && prev_lower {
+            s.push('_');
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        s.push(c.to_ascii_lowercase());
+    }
+    Name::from(s)
+}
+
 /// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
 pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
     if depth > 24 {
@@ -407,7 +422,7 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             if apis::COLUMN_TESTS.contains(&name.as_str())
                 && let Some(col) = place_parts(&m.receiver).and_then(|p| p.last().cloned())
             {
-                a.eq_cols.push(Name::from(col.to_ascii_lowercase()));
+                a.eq_cols.push(snake_case(&col));
                 let assigned = (name == "eq").then(|| m.args.first_item()).flatten();
                 a.eq_values.push(assigned.and_then(|v| {
                     value_text(v, true).or_else(|| {
