@@ -312,10 +312,78 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
         .peekable();
     let first = *deciding.peek()?;
-    if removal_ends_path(cx, w) && deciding.all(|c| presence_test(cx, c, r)) {
+    if (removal_ends_path(cx, w)
+        || sets_constants(cx, w) && {
+            let derived = query::derived(cx.body, r);
+            !(r + 1..w).any(|c| validates(cx, c, &derived))
+        })
+        && deciding.all(|c| presence_test(cx, c, r))
+    {
         return None;
     }
     Some(first)
+}
+
+/// Is event `c` a validation of the value read (`link.check(&user)?`, `ensure_confirmed(&res)?`):
+/// a crate fn or method handed it (or called on it), not awaited (its answer comes from the
+/// value, not from I/O), returning a `Result` whose error stops the flow (`?`). Every crate fn
+/// or method of that name must be such a check when the call is not resolved.
+pub(super) fn validates(cx: &RuleCx<'_>, c: u32, derived: &crate::fxhash::FxHashSet<Name>) -> bool {
+    let EventKind::Call(call) = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    let Some(first) = call.steps.first() else {
+        return false;
+    };
+    let method = call.func.is_empty();
+    let handed = if method {
+        call.recv.first().is_some_and(|x| derived.contains(x))
+    } else {
+        first
+            .args
+            .iter()
+            .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p))))
+    };
+    if call.awaited() || !first.tried || !handed {
+        return false;
+    }
+    // A crate fn: its `Err` is a verdict on the value (a library's decode error is not).
+    let checks_input = |m: &BodyId| {
+        let body = cx.krate.body(*m);
+        (!method || body.self_ty.is_some()) && body.ret.iter().any(|t| t.contains("Result"))
+    };
+    let resolved = cx.callees(c);
+    if !resolved.is_empty() {
+        return resolved.iter().all(checks_input);
+    }
+    let defs = if method {
+        cx.krate.facts.methods_named.get(first.name.as_str())
+    } else {
+        cx.krate.facts.free_fns.get(call.func_last())
+    };
+    defs.is_some_and(|defs| !defs.is_empty() && defs.iter().all(checks_input))
+}
+
+/// Is the write at `w` an update or delete of stored rows that writes only constants and the
+/// current time (`SET deleted_at = now()`, `SET paid = true`), nothing taken from a read? After
+/// a test of presence alone, racing writers then write the same thing: no stale value decides
+/// it (whether the row may move from its current state is `unguarded-state-transition`'s
+/// question).
+fn sets_constants(cx: &RuleCx<'_>, w: u32) -> bool {
+    cx.effs(w).any(|e| {
+        e.kind == EffectKind::Write
+            && !e.insert
+            && !e.in_memory
+            && (e.delete
+                || !e.sets.is_empty()
+                    && e.sets.iter().all(|a| {
+                        matches!(
+                            a.value,
+                            crate::effects::AssignedValue::Const(_)
+                                | crate::effects::AssignedValue::Now
+                        )
+                    }))
+    })
 }
 
 /// `if !map.read().contains_key(&k) { return } .. map.write().remove(&k)`: the write takes an

@@ -64,7 +64,7 @@ pub(super) fn unprotected(
                     && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
                     if t.deps.iter().any(|d| derived.contains(query::first(d))))
             })
-            .or_else(|| (r + 1..w).find(|&c| validates(cx, c, &derived)))
+            .or_else(|| (r + 1..w).find(|&c| super::validates(cx, c, &derived)))
         else {
             continue;
         };
@@ -100,48 +100,6 @@ pub(super) fn unprotected(
         return Some(d);
     }
     None
-}
-
-/// Is event `c` a validation of the value read (`link.validate(&user, &req)?`): a crate method
-/// called on it, not awaited (its answer comes from the value, not from I/O), whose error stops
-/// the flow (`?`), that returns a `Result` and tests its own fields (`if self.used { return
-/// Err(..) }`)? Every
-/// crate method of that name must be such a check when the call is not resolved.
-fn validates(
-    cx: &RuleCx<'_>,
-    c: u32,
-    derived: &crate::fxhash::FxHashSet<crate::name::Name>,
-) -> bool {
-    let EventKind::Call(call) = &cx.body.events[c as usize].kind else {
-        return false;
-    };
-    let Some(method) = call.steps.first() else {
-        return false;
-    };
-    if !call.func.is_empty()
-        || call.awaited()
-        || !method.tried
-        || !call.recv.first().is_some_and(|x| derived.contains(x))
-    {
-        return false;
-    }
-    let checks_self = |m: &crate::facts::BodyId| {
-        let body = cx.krate.body(*m);
-        body.self_ty.is_some()
-            && body.events.iter().any(|e| {
-                matches!(&e.kind, EventKind::Cond(t) if t.deps.iter().any(|d| d.starts_with("self.")))
-            })
-            && body.ret.iter().any(|t| t.contains("Result"))
-    };
-    let resolved = cx.callees(c);
-    if !resolved.is_empty() {
-        return resolved.iter().all(checks_self);
-    }
-    cx.krate
-        .facts
-        .methods_named
-        .get(method.name.as_str())
-        .is_some_and(|defs| !defs.is_empty() && defs.iter().all(checks_self))
 }
 
 /// Does the function assign, between the test at `c` and the write at `w`, a field the test
