@@ -74,10 +74,18 @@ pub(super) fn unprotected(
         if write.insert && !changes_tested_field(cx, c, w) {
             continue;
         }
-        // Re-read between the test and the write: the later read is the one that counts.
+        // Re-read between the test and the write: the later read is the one that counts. Or the
+        // row claimed in between (`UPDATE .. SET state = 'processing' WHERE key = $1 AND state =
+        // 'requested'`, its rows affected tested): the claim re-checked what the read saw.
         if (r + 1..w).any(|x| {
-            cx.effs(x)
-                .any(|e| e.kind == EffectKind::Read && e.table.as_deref() == wtable)
+            cx.effs(x).any(|e| {
+                e.table.as_deref() == wtable
+                    && (e.kind == EffectKind::Read
+                        || e.kind == EffectKind::Claim
+                        || e.kind == EffectKind::Write
+                            && e.conditional
+                            && !query::tests_of(cx.body, x).is_empty())
+            })
         }) {
             return None;
         }
