@@ -156,6 +156,7 @@ fn run_with(
             callers: Default::default(),
             responses: Default::default(),
             updates: Default::default(),
+            columns: Default::default(),
             handouts: Default::default(),
             registrations: Default::default(),
         };

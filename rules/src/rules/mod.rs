@@ -98,6 +98,15 @@ pub(crate) static ALL: &[&Rule] = &[
 ];
 // @generated end
 
+/// The columns of one table the crate writes: given by inserts, set by updates, and whether an
+/// update sets columns it does not name.
+#[derive(Default)]
+pub(crate) struct TableColumns {
+    inserted: Vec<Name>,
+    updated: Vec<Name>,
+    opaque: bool,
+}
+
 /// What the whole crate knows, shared by every body's check.
 pub(crate) struct CrateView<'a> {
     pub paths: Vec<&'a str>,
@@ -121,6 +130,9 @@ pub(crate) struct CrateView<'a> {
     /// What the crate's updates set each `(table, column)` to (see
     /// [`CrateView::only_value`]), found on first use.
     pub updates: OnceLock<FxHashMap<(Name, Name), Option<Name>>>,
+    /// Per table, the columns the crate's inserts give and those its updates set (see
+    /// [`CrateView::fixed_column`]), found on first use.
+    pub columns: OnceLock<Vec<(Name, TableColumns)>>,
     /// The work tables whose rows the crate hands out one holder at a time (see
     /// [`CrateView::holds_exclusively`]), and whether one of them takes held rows back, found
     /// on first use.
@@ -279,6 +291,48 @@ impl<'a> CrateView<'a> {
         updates
             .get(&(Name::from(table), Name::from(column)))
             .and_then(Option::as_ref)
+    }
+
+    /// Whether `column` of `table` is given when a row is created and never changed after: an
+    /// insert of the crate sets it, no update or upsert does, and every update of the table
+    /// names the columns it sets (a changeset or a whole model saved could set any). A test of
+    /// such a column (`if key.ns != ns`, `if !community.local`) cannot go stale.
+    pub fn fixed_column(&self, table: &str, column: &str) -> bool {
+        let tables = self.columns.get_or_init(|| {
+            let mut out: Vec<(Name, TableColumns)> = Vec::new();
+            for e in self.direct_effects() {
+                if e.kind != EffectKind::Write || e.in_memory || e.delete {
+                    continue;
+                }
+                let Some(t) = &e.table else { continue };
+                let i = match out.iter().position(|(o, _)| o == t) {
+                    Some(i) => i,
+                    None => {
+                        out.push((t.clone(), TableColumns::default()));
+                        out.len() - 1
+                    }
+                };
+                let cols = &mut out[i].1;
+                if e.insert && !e.upsert {
+                    cols.inserted
+                        .extend(e.sets.iter().map(|a| a.column.clone()));
+                } else if e.sets.is_empty() {
+                    cols.opaque = true;
+                } else {
+                    cols.updated.extend(e.sets.iter().map(|a| a.column.clone()));
+                }
+            }
+            out
+        });
+        let mut matching = tables
+            .iter()
+            .filter(|(t, _)| query::same_state(Some(t), Some(table)))
+            .peekable();
+        matching.peek().is_some()
+            && matching
+                .clone()
+                .any(|(_, c)| c.inserted.iter().any(|x| x == column))
+            && !matching.any(|(_, c)| c.opaque || c.updated.iter().any(|x| x == column))
     }
 
     /// Whether some write of the crate stores a response in `table` (`UPDATE idempotency

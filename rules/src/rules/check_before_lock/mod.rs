@@ -312,6 +312,18 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
         .peekable();
     let first = *deciding.peek()?;
+    // Only columns fixed at the row's creation tested (`if key.ns != ns`), besides presence:
+    // nothing a concurrent writer does can change the answer.
+    {
+        let tests: Vec<u32> = deciding.clone().collect();
+        if tests.iter().any(|&c| fixed_test(cx, c, r))
+            && tests
+                .iter()
+                .all(|&c| fixed_test(cx, c, r) || presence_test(cx, c, r))
+        {
+            return None;
+        }
+    }
     if (removal_ends_path(cx, w)
         || sets_constants(cx, w) && {
             let derived = query::derived(cx.body, r);
@@ -322,6 +334,35 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         return None;
     }
     Some(first)
+}
+
+/// Does the test at `c` look only at columns of the row read at `r` that the crate gives when
+/// the row is created and never updates (an owner, a namespace, a `local` flag), each as a
+/// plain field of the value read (`key.ns`)? A state column is never taken for fixed.
+pub(super) fn fixed_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    let Some(table) = cx.eff(r, EffectKind::Read).and_then(|e| e.table.as_deref()) else {
+        return false;
+    };
+    let derived = query::derived(cx.body, r);
+    let mut fields = t
+        .deps
+        .iter()
+        .filter(|d| derived.contains(query::first(d)))
+        .peekable();
+    fields.peek().is_some()
+        && t.calls.iter().all(|&k| k != r)
+        && fields.all(|d| {
+            let mut parts = d.split('.');
+            let (_, field, rest) = (parts.next(), parts.next(), parts.next());
+            field.is_some_and(|f| {
+                rest.is_none()
+                    && !crate::kb::names::is_state_column(f)
+                    && cx.krate.fixed_column(table, f)
+            })
+        })
 }
 
 /// Is event `c` a validation of the value read (`link.check(&user)?`, `ensure_confirmed(&res)?`):

@@ -61,6 +61,7 @@ pub(super) fn unprotected(
                 c > r
                     && c < w
                     && tests_read(cx, c, r)
+                    && !super::fixed_test(cx, c, r)
                     && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
                     if t.deps.iter().any(|d| derived.contains(query::first(d))))
             })
