@@ -263,7 +263,20 @@ pub(super) fn classify(
             let e_token_read = is_token_name(&entity);
             let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
                 .with_table(Some(entity));
-            e.token = e_token_read;
+            // The columns its `.filter(Column::X.eq(..))` steps compare; `find_by_id`: the key.
+            let mut where_cols: Vec<Name> = call
+                .steps
+                .iter()
+                .filter(|s| SEA_ORM_FILTER_STEPS.contains(&s.name.as_str()))
+                .flat_map(|s| &s.args)
+                .flat_map(|a| a.eq_cols().iter().cloned())
+                .collect();
+            if flast == "find_by_id" {
+                where_cols.push("id".into());
+            }
+            // Found by a token column (`Column::ResetToken.eq(token)`): a token read.
+            e.token = e_token_read || where_cols.iter().any(|c| is_token_name(c));
+            e.where_cols = where_cols.into();
             e.locking = call
                 .steps
                 .iter()
