@@ -426,9 +426,9 @@ pub(crate) const VALUE_PASSTHROUGH_STEPS: &[&str] = &[
     "to_value",
 ];
 
-/// Functions that wrap one value as it is (`Value::from(x)`, sea-orm's `Expr::value(x)`; any
-/// `Type(x)` or `Variant(x)` does too).
-pub(crate) const VALUE_WRAPPER_FNS: &[&str] = &["from", "value"];
+/// Functions that wrap one value as it is (`Value::from(x)`, sea-orm's `Expr::value(x)` and
+/// `ActiveValue::set(x)`; any `Type(x)` or `Variant(x)` does too).
+pub(crate) const VALUE_WRAPPER_FNS: &[&str] = &["from", "value", "set"];
 
 /// Methods that keep their receiver's text (`"UPDATE ..".to_string()`).
 pub(crate) const TEXT_PASSTHROUGH_STEPS: &[&str] =

@@ -68,6 +68,20 @@ pub(crate) enum AssignedValue {
     Param(u8),
 }
 
+impl Effect {
+    /// An update that clears a token column (`SET reset_token = NULL`, `Set(None)`): the token
+    /// stored in the row is consumed.
+    pub fn clears_token(&self) -> bool {
+        self.kind == EffectKind::Write
+            && !self.insert
+            && !self.delete
+            && self.sets.iter().any(|a| {
+                matches!(&a.value, AssignedValue::Const(v) if v == "null")
+                    && crate::kb::names::is_token_name(&a.column)
+            })
+    }
+}
+
 impl AssignedValue {
     /// Body `body`'s parameter named `name`, as a value (`Unknown` when it is none).
     pub fn param_of(body: &crate::ir::Body, name: &str) -> AssignedValue {

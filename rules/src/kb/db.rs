@@ -369,7 +369,7 @@ pub(super) fn classify(
         // A method of the crate's own (a row type's `insert(conn)`) is followed, not guessed.
         && cx.resolve(call, recv).is_empty()
         && call.steps[0].awaited
-        && !matches!(
+        && (!matches!(
             recv,
             Class::Collection
                 | Class::Channel
@@ -377,15 +377,22 @@ pub(super) fn classify(
                 | Class::Http
                 | Class::User(_)
                 | Class::Trait(_)
-        )
+        ) || own_active_model(cx, call, recv))
     {
         // The model's table: from its module (`order::ActiveModel`), or the row it was made
-        // from (`row.into_active_model()`, a model read and saved back whole).
+        // from (`row.into_active_model()`, a model read and saved back whole); in a method of
+        // `impl users::ActiveModel`, the module the impl sits in (`models/users.rs`).
         let table = call.recv.first().and_then(|r| {
             cx.local_modules
                 .get(r)
                 .map(|m| normalize_table(m))
                 .or_else(|| cx.read_tables.get(r).cloned())
+                .or_else(|| {
+                    own_active_model(cx, call, recv)
+                        .then(|| file_module(cx.facts.paths[cx.file as usize]))
+                        .flatten()
+                        .map(|m| normalize_table(&m))
+                })
         });
         let mut e = Effect::new(
             EffectKind::Write,
@@ -404,6 +411,23 @@ pub(super) fn classify(
         return Some(e);
     }
     None
+}
+
+/// `self.update(db)` in a method of `impl users::ActiveModel` (sea-orm's generated model type,
+/// which the crate extends with its own methods): the model saves itself.
+fn own_active_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
+    matches!(recv, Class::User(t) if t == "ActiveModel")
+        && call.recv.len() == 1
+        && call.recv[0] == "self"
+        && cx.body.self_ty.as_deref() == Some("ActiveModel")
+}
+
+/// The module a file is (`src/models/users.rs` is `users`; a `mod.rs` is its folder's).
+fn file_module(path: &str) -> Option<Name> {
+    let mut parts = path.rsplit(['/', '\\']);
+    let file = parts.next()?.strip_suffix(".rs")?;
+    let m = if file == "mod" { parts.next()? } else { file };
+    (!matches!(m, "lib" | "main")).then(|| Name::new(m))
 }
 
 /// A column named by a path (`Column::Status`, `orders::status`): its last segment in

@@ -317,7 +317,12 @@ impl Classifier<'_> {
         let mut effs = Vec::new();
         let resolved = self.facts.resolve_parts(self.file, &call.func);
         for f in [sync::classify, db::classify, redis::classify, net::classify] {
-            if let Some(e) = f(self, call, &recv, &resolved) {
+            if let Some(mut e) = f(self, call, &recv, &resolved) {
+                // `SET reset_token = NULL` / `model.magic_token = Set(None)`: an update that
+                // clears a token column consumes the token stored in that row.
+                if e.clears_token() {
+                    e.token = true;
+                }
                 effs.push(e);
                 break;
             }

@@ -22,8 +22,24 @@ impl Classifier<'_> {
             return out;
         }
         let mut out = self.resolve_first_step(call, recv);
+        if out.is_empty() {
+            out = self.active_model_method(call);
+        }
         self.later_steps(call, &mut out);
         out
+    }
+
+    /// `row.into_active_model().reset_password(db, pw)`: sea-orm turns the row into the
+    /// entity's `ActiveModel`, and the next step is the crate's own method on it when the crate
+    /// defines exactly one of that name on an `ActiveModel` (one per entity: two are ambiguous).
+    fn active_model_method(&self, call: &Call) -> Vec<BodyId> {
+        match call.steps.as_slice() {
+            [first, second, ..] if first.name == "into_active_model" && first.args.is_empty() => {
+                let m = self.facts.methods("ActiveModel", &second.name);
+                if m.len() == 1 { m.to_vec() } else { Vec::new() }
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The later steps of a chain whose earlier steps all run crate fns (`data.handler().

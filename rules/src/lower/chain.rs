@@ -430,6 +430,23 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                     })
                 }));
             }
+            // A condition builder's `.eq(users::Column::ResetToken, token)`: the column first.
+            if apis::COLUMN_TESTS.contains(&name.as_str())
+                && m.args.len() == 2
+                && let Some(Expr::Path(p)) = m.args.first_item()
+                && p.path.segments.len() >= 2
+                && p.path
+                    .segments
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .is_some_and(|s| s.ident == "Column")
+                && let Some(col) = p.path.segments.last_item()
+            {
+                a.eq_cols.push(snake_case(&col.ident.to_string()));
+                let assigned = (name == "eq").then(|| m.args.iter().nth(1)).flatten();
+                a.eq_values.push(assigned.and_then(|v| value_text(v, true)));
+            }
             arg_scan(&m.receiver, a, d);
             m.args.each().for_each(|x| arg_scan(x, a, d));
         }

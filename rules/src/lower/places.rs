@@ -293,6 +293,10 @@ pub(super) fn value_text(e: &Expr, scalars: bool) -> Option<Name> {
             syn::Lit::Int(i) if scalars => Some(Name::new(i.base10_digits())),
             _ => None,
         },
+        // `Set(None)`: a column cleared, as SQL's `NULL` is.
+        Expr::Path(p) if scalars && p.qself.is_none() && p.path.is_ident("None") => {
+            Some(Name::new("null"))
+        }
         Expr::Path(p) if p.qself.is_none() => {
             let last = p.path.segments.last_item()?;
             let text = last.ident.to_string();

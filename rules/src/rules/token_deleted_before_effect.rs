@@ -4,8 +4,9 @@
 use super::RuleCx;
 use crate::apis::ONE_ROW_STEPS;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
-use crate::effects::{Effect, EffectKind};
+use crate::effects::{AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
+use crate::kb::names::is_token_name;
 use crate::name::Name;
 use crate::query;
 use crate::redis_calls;
@@ -20,6 +21,11 @@ declare_rule! {
     /// transaction does not save: the token checked by a plain read (no `FOR UPDATE`), then
     /// deleted with the deletion's result ignored (no rows-affected test, no `DELETE ..
     /// RETURNING` demanding a row), and the effect made after it in the same transaction.
+    /// And the token kept in a column of another row (`users.reset_token`), found by it and
+    /// then cleared by the row's key (`SET reset_token = NULL WHERE id = $1`, a sea-orm model's
+    /// `reset_token = Set(None)` saved): that update matches whether or not the token is still
+    /// there, so testing its result does not help; reported when an effect follows or the
+    /// clearing update stores something else (the new password) itself.
     ///
     /// ### Why is this bad?
     ///
@@ -58,7 +64,8 @@ declare_rule! {
     ///
     /// ### Known problems
     ///
-    /// Tokens are recognised by key and table names (`idem:`, `*_token`, `idempotency_keys`) and
+    /// Tokens are recognised by key, table and column names (`idem:`, `*_token`, `reset_code`,
+    /// `idempotency_keys`) and
     /// the configuration's `knowledge.token-checks` / `knowledge.token-deletes`; a token stored under an
     /// unrelated name is not seen. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
@@ -81,7 +88,24 @@ fn is_delete(e: &Effect) -> bool {
     !e.purge
         && e.token
         && e.kind == EffectKind::Write
-        && (e.delete || e.sql == Some(SqlKind::Update))
+        && (e.delete || e.sql == Some(SqlKind::Update) || e.clears_token())
+}
+
+/// A token cleared from its row by the row's key (`UPDATE users SET reset_token = NULL WHERE id
+/// = $1`): the update matches whether or not the token is still there, so its rows affected
+/// say nothing about who consumed it.
+fn cleared_by_key(del: &Effect) -> bool {
+    del.clears_token() && !del.where_cols.iter().any(|c| is_token_name(c))
+}
+
+/// The consumption is the effect too: the clearing update also stores a value that is not a
+/// token mark (`SET password_hash = $1, reset_token = NULL`).
+fn carries_effect(del: &Effect) -> bool {
+    del.clears_token()
+        && del.sets.iter().any(|a| {
+            !is_token_name(&a.column)
+                && !matches!(a.value, AssignedValue::Const(_) | AssignedValue::Now)
+        })
 }
 
 /// A side effect the token guards at event `i`: a remote call, or a write that is not to the
@@ -212,26 +236,47 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             !query::tests_of(cx.body, c).is_empty()
                 && !cx.effs(c).any(|e| e.locking)
                 && !cx.serializable_together(c, d)
-        }) && !result_checked(cx, d)
-            && let Some((e, eff)) =
-                (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))
+        }) && (!result_checked(cx, d) || cleared_by_key(del))
+            && let Some((e, eff)) = carries_effect(del)
+                .then_some((d, del))
+                .or_else(|| (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x))))
         {
+            let by_key = cleared_by_key(del);
             let mut diag = cx.diag(
                 &RULE,
                 d,
-                "token checked, then deleted without testing that the deletion removed it"
-                    .to_string(),
+                if by_key {
+                    "token checked, then cleared by the row's key, whether or not it is still there"
+                } else {
+                    "token checked, then deleted without testing that the deletion removed it"
+                }
+                .to_string(),
             );
-            diag.primary_label = Some(format!("{}; its result is not tested", del.what));
+            diag.primary_label = Some(if by_key {
+                format!("{}; its filter does not hold the token", del.what)
+            } else {
+                format!("{}; its result is not tested", del.what)
+            });
             diag.labels.push(cx.label(c, "token checked here"));
-            diag.labels
-                .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
-            diag.help = Some(
-                "make the deletion the check: test its rows affected (or `DELETE .. RETURNING` one row) and stop when it removed nothing, or lock the token row (`FOR UPDATE`) when reading it".to_string(),
-            );
-            diag.notes.push(
-                "two duplicates can both pass the check; the second deletion removes nothing and the effect runs twice".to_string(),
-            );
+            if e == d {
+                diag.notes.push(format!(
+                    "the clearing update is the effect too ({})",
+                    eff.what
+                ));
+            } else {
+                diag.labels
+                    .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
+            }
+            diag.help = Some(if by_key {
+                "clear the token only where it is still the one presented (`.. WHERE id = $1 AND reset_token = $2`) and stop when no row matched, or lock the row (`FOR UPDATE`) when reading it".to_string()
+            } else {
+                "make the deletion the check: test its rows affected (or `DELETE .. RETURNING` one row) and stop when it removed nothing, or lock the token row (`FOR UPDATE`) when reading it".to_string()
+            });
+            diag.notes.push(if by_key {
+                "two requests with the same token both pass the check, and both updates match the row".to_string()
+            } else {
+                "two duplicates can both pass the check; the second deletion removes nothing and the effect runs twice".to_string()
+            });
             diag.notes.extend(cx.chain_notes(eff));
             out.push(diag);
         }

@@ -47,6 +47,14 @@ pub(super) fn unprotected(
             || cx.reach_end(r) <= w
             || many_rows(cx, r)
             || !writes_from(cx, w, r)
+            // A crate fn that looks the row up and creates it (`create_with_password`): the
+            // value is the row just made, which nobody else has been handed yet (a model
+            // inserted whose table is not told counts).
+            || cx.effs(r).any(|e| {
+                e.kind == EffectKind::Write
+                    && e.insert
+                    && (e.table.is_none() || e.table.as_deref() == wtable)
+            })
         {
             continue;
         }
