@@ -40,7 +40,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
                         && query::result_used(cx.body, r)
                 })
         });
-        if reread {
+        if reread || tested_through_guard(cx, p, w) {
             continue;
         }
         for r in (0..p).rev() {
@@ -98,6 +98,50 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         }
     }
     Verdict::Clean
+}
+
+/// Is the state tested again through the guard the lock at `p` returned, before the write at
+/// `w` (`let mut g = slot.write().await; if let Some(c) = g.as_ref() { return .. }`, or handed
+/// to a check: `if let Some(v) = self.validate(g.as_ref())`)? The double-checked form: what was
+/// read before the lock is looked at again under it.
+fn tested_through_guard(cx: &RuleCx<'_>, p: u32, w: u32) -> bool {
+    let events = &cx.body.events;
+    let guards: Vec<&str> = events[p as usize..w as usize]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Bind(b) if b.calls.contains(&p) => Some(b.names.iter()),
+            _ => None,
+        })
+        .flatten()
+        .map(|n| n.as_str())
+        .collect();
+    if guards.is_empty() {
+        return false;
+    }
+    let on_guard = |d: &str| guards.contains(&query::first(d));
+    // A field of the guarded value (`g.stage`), or the guarded `Option` matched (`if let
+    // Some(c) = g.as_ref()`); a lock claim's own answer tested (`if !got`) is not the state.
+    let optional = |t: &crate::ir::Test| {
+        t.values
+            .iter()
+            .chain(t.pats.iter().flatten())
+            .any(|v| v == "Some" || v == "None")
+    };
+    events[p as usize + 1..w as usize]
+        .iter()
+        .any(|e| match &e.kind {
+            EventKind::Cond(t) => {
+                t.deps
+                    .iter()
+                    .any(|d| on_guard(d) && (d.contains('.') || optional(t)))
+                    || t.calls.iter().any(|&k| {
+                        matches!(&events[k as usize].kind, EventKind::Call(c)
+                        if c.recv.first().is_some_and(|r| on_guard(r))
+                            || c.all_args().any(|a| a.paths.iter().any(|x| on_guard(x))))
+                    })
+            }
+            _ => false,
+        })
 }
 
 /// The write is a crate method called on the guard (`holder.write().await.commit_stage(key)`)
