@@ -324,12 +324,23 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
             return None;
         }
     }
-    if (removal_ends_path(cx, w)
-        || sets_constants(cx, w) && {
-            let derived = query::derived(cx.body, r);
-            !(r + 1..w).any(|c| validates(cx, c, &derived))
-        })
-        && deciding.all(|c| presence_test(cx, c, r))
+    let validated = || {
+        let derived = query::derived(cx.body, r);
+        (r + 1..w).any(|c| validates(cx, c, &derived))
+    };
+    if (removal_ends_path(cx, w) || sets_constants(cx, w) && !validated())
+        && deciding.clone().all(|c| presence_test(cx, c, r))
+    {
+        return None;
+    }
+    // Only presence tests that stop the flow (`let Some(..) = find(..).await? else { return }`),
+    // none opening a branch the write sits in (`if let Some(d) = row.draft { replace it }` acts
+    // on what was there), and a write of values that take nothing from the read.
+    if stored_without_read(cx, w, r)
+        && !validated()
+        && deciding
+            .clone()
+            .all(|c| presence_test(cx, c, r) && !write_in_branch_of(cx, c, w))
     {
         return None;
     }
@@ -403,6 +414,53 @@ pub(super) fn validates(cx: &RuleCx<'_>, c: u32, derived: &crate::fxhash::FxHash
         cx.krate.facts.free_fns.get(call.func_last())
     };
     defs.is_some_and(|defs| !defs.is_empty() && defs.iter().all(checks_input))
+}
+
+/// Is the write at `w` inside a branch the test at `c` opens (`if let Some(d) = draft { ..
+/// write .. }`), rather than after a guard that returns (`let Some(d) = draft else { return }`)?
+fn write_in_branch_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
+    let events = &cx.body.events;
+    let Some(open) = (c + 1..w).find(|&i| !matches!(events[i as usize].kind, EventKind::Cond(_)))
+    else {
+        return false;
+    };
+    if !matches!(
+        events[open as usize].kind,
+        EventKind::Enter(Region::Branch { .. })
+    ) {
+        return false;
+    }
+    let mut depth = 0i32;
+    for ev in &events[open as usize..w as usize] {
+        match ev.kind {
+            EventKind::Enter(_) => depth += 1,
+            EventKind::Leave => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 {
+            return false;
+        }
+    }
+    depth > 0
+}
+
+/// Does the write at `w` store rows without taking anything from the read at `r` (no value
+/// computed from it, not the row itself saved back, not its key)? When it takes nothing (`UPDATE orgs SET
+/// name = $1 WHERE id = $2` bound to the request's values after `get_org(id).await?`), a test
+/// of the read's presence only decided that the row existed: racing writers each store their
+/// own request, as in some serial order.
+/// (An in-memory entry is left out: its lookup is often the test itself.)
+fn stored_without_read(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    if !cx
+        .effs(w)
+        .any(|e| e.kind == EffectKind::Write && !e.in_memory && !e.insert)
+        || without_lock::writes_from(cx, w, r)
+    {
+        return false;
+    }
+    let derived = query::derived(cx.body, r);
+    !matches!(&cx.body.events[w as usize].kind, EventKind::Call(c)
+        if c.recv.first().is_some_and(|x| derived.contains(x.as_str())))
 }
 
 /// Is the write at `w` an update or delete of stored rows that writes only constants and the
