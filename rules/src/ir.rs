@@ -415,6 +415,8 @@ pub struct Arg {
     pub closure: bool,
     /// `&mut *x`, `&mut x`, `x.as_mut()`.
     pub mut_borrow: bool,
+    /// A plain local handed over as it is (`f(tx)`): moved into the callee when it owns it.
+    pub moved: bool,
     pub extra: Option<Box<ArgExtra>>,
 }
 

@@ -158,6 +158,24 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                         _ => {}
                     }
                 }
+                // `ledger.post(tx, ..)`: a transaction this body began, moved into a callee,
+                // is the callee's to commit or drop (unless handed back under its name:
+                // `let tx = stage(tx).await?`).
+                if let EventKind::Call(c) = &ev.kind {
+                    let moved: Vec<&str> = c
+                        .all_args()
+                        .filter(|a| a.moved && !a.closure)
+                        .filter_map(|a| a.paths.first().map(|p| p.as_str()))
+                        .collect();
+                    if !moved.is_empty() {
+                        cur.txs.retain(|o| {
+                            o.event == TX_PARAM
+                                || !o.name.as_deref().is_some_and(|n| {
+                                    moved.contains(&n) && !names.iter().any(|b| b == n)
+                                })
+                        });
+                    }
+                }
                 // `locks.unlock(&guard)` / `lease.release(guard)` ends a guard's life.
                 if let EventKind::Call(c) = &ev.kind
                     && c.steps

@@ -372,6 +372,7 @@ pub(super) fn arg_info(e: &Expr, scratch: &mut Vec<Name>) -> Arg {
     }
     a.mut_borrow = matches!(e, Expr::Reference(r) if r.mutability.is_some())
         || matches!(e, Expr::MethodCall(m) if m.method == "as_mut");
+    a.moved = matches!(e, Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some());
     a.closure = is_deferred(e);
     a
 }

@@ -14,7 +14,8 @@ declare_rule! {
     /// commit or rollback, or inside a transaction closure (`conn.transaction(|c| ..)`,
     /// sea-orm `db.transaction(|txn| Box::pin(async move { .. }))`), also one handed to a crate
     /// helper that begins a transaction and calls the closure before committing (`in_tx(pool,
-    /// |tx| ..)`).
+    /// |tx| ..)`). A transaction handed over by value (`ledger.post(tx, ..)`) ends there for
+    /// the caller: the callee owns it, and commits or drops it.
     ///
     /// ### Why is this bad?
     ///
