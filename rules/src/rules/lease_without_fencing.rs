@@ -7,7 +7,9 @@ use crate::apis::{EXEC_STEPS, GUARD_RELEASE_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
 use crate::ir::{Call, EventKind};
-use crate::kb::names::is_fencing_column;
+use crate::kb::names::{
+    is_expiry_column, is_fencing_column, is_own_key, is_owner_column, is_state_column, words,
+};
 use crate::name::Name;
 use crate::query;
 
@@ -20,6 +22,12 @@ declare_rule! {
     /// — when it passes no fencing token the target can check: no fencing column (a version,
     /// generation, epoch, token, owner, attempt) in the write's filter, and neither the lease
     /// guard nor a token among the call's arguments.
+    ///
+    /// And a lease kept in a table: a renewal (`UPDATE jobs SET lease_until = .. WHERE id =
+    /// $1`, a heartbeat) of rows the crate hands to a holder (an owner column such as
+    /// `worker_id` or `locked_by`), filtered on no owner, attempt, lease or version column,
+    /// when the key does not name the holder: rows an update hands over to another holder, or
+    /// a filter that is not the row's own key (`task_id` on `task_runs`).
     ///
     /// It stays silent for a write on the connection that holds the advisory lock (the session
     /// that loses the lock loses the write too), for a transaction advisory lock
@@ -70,8 +78,10 @@ declare_rule! {
     ///
     /// ### Known problems
     ///
-    /// Leases the analyzer does not recognise — a lease row in a table (`owner`, `expires_at`),
-    /// etcd, ZooKeeper or Kubernetes leases, leader elections — are not checked. A token
+    /// Leases the analyzer does not recognise — etcd, ZooKeeper or Kubernetes leases, leader
+    /// elections — are not checked; of a lease row in a table only the renewal is (what the
+    /// holder writes elsewhere after its lease lapsed is not tied to the lease). A renewal
+    /// through a stored procedure (`SELECT keep_alive($1)`) is not seen. A token
     /// checked inside the called service is not seen: any argument named like a token, or the
     /// lease guard itself, counts as passing it. A write through a helper after a session
     /// advisory lock is not judged (its connection is not known). Only the first unfenced
@@ -92,12 +102,95 @@ fn is_lease(e: &Effect) -> bool {
 fn applies(cx: &RuleCx<'_>) -> bool {
     (cx.kinds().has(EffectKind::Lock) || cx.kinds().has(EffectKind::Claim))
         && cx.effects().any_order().any(is_lease)
+        || cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(renews)
+}
+
+/// An update that pushes a lease row's expiry or heartbeat forward (`SET lease_expires_at =
+/// $2`, `SET heartbeat_at = now()`) and moves no state and no owner (that is a claim): a
+/// renewal. Judged where the statement
+/// is written (a helper's caller gains it through the summary).
+fn renews(e: &Effect) -> bool {
+    e.kind == EffectKind::Write
+        && e.via.is_none()
+        && !e.insert
+        && !e.delete
+        && !e.in_memory
+        && e.sql.is_some()
+        && e.sets.iter().any(|a| {
+            is_expiry_column(&a.column)
+                && matches!(
+                    words(&a.column).last().as_deref(),
+                    Some("at" | "until" | "heartbeat" | "ts" | "time" | "timestamp")
+                )
+        })
+        && !e
+            .sets
+            .iter()
+            .any(|a| is_state_column(&a.column) || is_owner_column(&a.column))
+}
+
+/// A renewal whose filter names no holder: no owner, attempt, lease, token or version column,
+/// on a table whose rows the crate hands to a holder (some statement of the crate sets or
+/// filters an owner column of it), by a key that does not name the holder. A holder whose lease lapsed, and whose row was taken over,
+/// extends the new holder's lease and goes on working as if it still held it.
+fn renewal_without_holder(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    for w in 0..cx.body.events.len() as u32 {
+        let Some(e) = cx.effs(w).find(|e| renews(e)) else {
+            continue;
+        };
+        if e.where_cols.is_empty()
+            || e.where_cols
+                .iter()
+                .any(|c| is_owner_column(c) || is_fencing_column(c))
+        {
+            continue;
+        }
+        let Some(table) = e.table.as_deref() else {
+            continue;
+        };
+        let of_table =
+            |x: &&Effect| x.kind == EffectKind::Write && x.table.as_deref() == Some(table);
+        let held = cx.krate.direct_effects().filter(of_table).any(|x| {
+            x.sets.iter().any(|a| is_owner_column(&a.column))
+                || x.where_cols.iter().any(|c| is_owner_column(c))
+        });
+        // The row's own key names the holder when every row has one holder (an attempt's row,
+        // its owner given when it is inserted); not when an update hands a row over to another
+        // holder, nor when the filter is no key of the row (`task_id` on `task_runs`).
+        let handed_over = cx
+            .krate
+            .direct_effects()
+            .filter(of_table)
+            .any(|x| !x.insert && x.sets.iter().any(|a| is_owner_column(&a.column)));
+        let by_own_key = e
+            .where_cols
+            .iter()
+            .any(|c| c == "id" || is_own_key(c, Some(table)));
+        if !held || by_own_key && !handed_over {
+            continue;
+        }
+        let mut d = cx.diag(
+            &RULE,
+            w,
+            "lease renewed without checking that this holder still has it".to_string(),
+        );
+        d.primary_label = Some(format!("{}; its filter names no owner or attempt", e.what));
+        d.help = Some(
+            "renew only the holder's own claim (`.. WHERE id = $1 AND owner = $2`, or the attempt or lease id) and stop working when no row matched".to_string(),
+        );
+        d.notes.push(
+            "a holder whose lease lapsed and whose row was taken over extends the new holder's lease, and both go on working".to_string(),
+        );
+        out.push(d);
+        return;
+    }
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
+    renewal_without_holder(cx, out);
     let binders = query::binders(cx.body);
     let events = cx.body.events.len() as u32;
     for a in 0..events {

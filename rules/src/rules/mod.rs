@@ -144,7 +144,7 @@ pub(crate) struct CrateView<'a> {
 
 impl<'a> CrateView<'a> {
     /// Every body's own effects, the crate over.
-    fn direct_effects(&self) -> impl Iterator<Item = &'a Effect> + '_ {
+    pub(crate) fn direct_effects(&self) -> impl Iterator<Item = &'a Effect> + '_ {
         self.facts
             .all_bodies()
             .flat_map(|(id, _)| self.effects[&id].direct.all())
