@@ -314,6 +314,17 @@ pub(super) fn value_text(e: &Expr, scalars: bool) -> Option<Name> {
         {
             value_text(&m.receiver, scalars)
         }
+        // `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`: the current time, as SQL's
+        // `now()` is.
+        Expr::Call(c)
+            if scalars
+                && c.args.is_empty()
+                && matches!(&*c.func, Expr::Path(f)
+                    if f.path.segments.len() >= 2
+                        && f.path.segments.last_item().is_some_and(|s| s.ident == "now" || s.ident == "now_utc")) =>
+        {
+            Some(Name::new("now()"))
+        }
         Expr::Call(c) if c.args.len() == 1 => {
             let Expr::Path(f) = &*c.func else {
                 return None;

@@ -312,14 +312,13 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
         .peekable();
     let first = *deciding.peek()?;
-    // Only columns fixed at the row's creation tested (`if key.ns != ns`), besides presence:
-    // nothing a concurrent writer does can change the answer.
+    // Only columns fixed at the row's creation tested (`if key.ns != ns`), or a set-once marker
+    // the write sets, besides presence: no concurrent writer makes the answer matter.
     {
         let tests: Vec<u32> = deciding.clone().collect();
-        if tests.iter().any(|&c| fixed_test(cx, c, r))
-            && tests
-                .iter()
-                .all(|&c| fixed_test(cx, c, r) || presence_test(cx, c, r))
+        let settled = |c: u32| fixed_test(cx, c, r) || marks_once(cx, c, r, w);
+        if tests.iter().any(|&c| settled(c))
+            && tests.iter().all(|&c| settled(c) || presence_test(cx, c, r))
         {
             return None;
         }
@@ -345,6 +344,64 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         return None;
     }
     Some(first)
+}
+
+/// Is the test at `c` a set-once marker's (`if user.verified_at.is_some() { return }`), and
+/// the write at `w` the marker set to a constant or the time (`SET verified_at = now()`,
+/// nothing but that column and times), with nothing else done in between? Racing requests all
+/// set the same marker: the test only skips a write that was already made. (A marker set to a
+/// value of each request's own, `SET party = $1`, is a claim: the second overwrites the first.)
+pub(super) fn marks_once(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
+    let events = &cx.body.events;
+    let EventKind::Cond(t) = &events[c as usize].kind else {
+        return false;
+    };
+    let mut calls = t.calls.iter();
+    let (Some(k), None) = (calls.next(), calls.next()) else {
+        return false;
+    };
+    let EventKind::Call(call) = &events[*k as usize].kind else {
+        return false;
+    };
+    let ([root, field], [step]) = (call.recv.as_slice(), call.steps.as_slice()) else {
+        return false;
+    };
+    if !matches!(
+        step.name.as_str(),
+        "is_some" | "is_none" | "is_null" | "is_not_null"
+    ) || !query::derived(cx.body, r).contains(root.as_str())
+    {
+        return false;
+    }
+    let sets_marker = cx.effs(w).any(|e| {
+        e.kind == EffectKind::Write
+            && !e.insert
+            && !e.delete
+            && e.sets.iter().any(|a| {
+                a.column == *field
+                    && match &a.value {
+                        crate::effects::AssignedValue::Const(v) => v != "null",
+                        v => *v == crate::effects::AssignedValue::Now,
+                    }
+            })
+            && e.sets
+                .iter()
+                .all(|a| a.column == *field || crate::kb::names::is_time_column(&a.column))
+    });
+    sets_marker
+        && (c + 1..w).all(|i| {
+            cx.detached(i)
+                || !cx.effs(i).any(|e| {
+                    matches!(
+                        e.kind,
+                        EffectKind::Write
+                            | EffectKind::Remote
+                            | EffectKind::Claim
+                            | EffectKind::Schedule
+                            | EffectKind::Spawn
+                    )
+                })
+        })
 }
 
 /// Does the test at `c` look only at columns of the row read at `r` that the crate gives when

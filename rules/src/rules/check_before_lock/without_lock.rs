@@ -70,6 +70,7 @@ pub(super) fn unprotected(
                     && c < w
                     && tests_read(cx, c, r)
                     && !super::fixed_test(cx, c, r)
+                    && !super::marks_once(cx, c, r, w)
                     && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
                     if t.deps.iter().any(|d| derived.contains(query::first(d))))
             })
