@@ -133,6 +133,31 @@ impl BodyLowerer<'_, '_> {
                     self.mac(&m.mac, sp);
                 }
             }
+            // `orders::ActiveModel { status: Set(..), .. }.update(db)`: the literal is bound to
+            // a local of its own, typed by its path, as `let m = orders::ActiveModel { .. };
+            // m.update(db)` would be (its module names the table, its fields the columns set).
+            Expr::Struct(st) if st.qself.is_none() && st.path.segments.len() >= 2 => {
+                self.expr(cur);
+                let mut deps = Vec::new();
+                super::places::paths(cur, &mut deps, 0);
+                let name = Name::from(format!("{{lit}}{}", self.ev.len()));
+                let ty: crate::ir::TypeRef =
+                    vec![Name::join(&segments(&st.path).collect::<Vec<_>>(), "::")];
+                let sp = self.lines.sp(root_start, st.brace_token.span.close());
+                self.push(
+                    sp,
+                    EventKind::Bind(Box::new(
+                        crate::ir::Bind::plain(vec![name.clone()], deps, Vec::new()).with_extra(
+                            crate::ir::BindExtra {
+                                ty: Some(ty),
+                                lit: super::places::struct_lit(cur).map(Box::new),
+                                ..Default::default()
+                            },
+                        ),
+                    )),
+                );
+                call.recv = vec![name].into();
+            }
             _ => {
                 if let Some(p) = place_parts(cur) {
                     call.recv = p.into();
