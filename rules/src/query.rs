@@ -161,7 +161,12 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
                 // `ledger.post(tx, ..)`: a transaction this body began, moved into a callee,
                 // is the callee's to commit or drop (unless handed back under its name:
                 // `let tx = stage(tx).await?`).
-                if let EventKind::Call(c) = &ev.kind {
+                if let EventKind::Call(c) = &ev.kind
+                    && cur
+                        .txs
+                        .iter()
+                        .any(|o| o.event != TX_PARAM && o.name.is_some())
+                {
                     let moved: Vec<&str> = c
                         .all_args()
                         .filter(|a| a.moved && !a.closure)
