@@ -65,9 +65,11 @@ declare_rule! {
     /// ### Known problems
     ///
     /// Tokens are recognised by key, table and column names (`idem:`, `*_token`, `reset_code`,
-    /// `idempotency_keys`) and
-    /// the configuration's `knowledge.token-checks` / `knowledge.token-deletes`; a token stored under an
-    /// unrelated name is not seen. Under `#[staleguard::idempotent(key = ..)]` only deletions of
+    /// `idempotency_keys`) and the configuration's `knowledge.token-checks` /
+    /// `knowledge.token-deletes`; a token stored under an unrelated name is not seen, nor one
+    /// kept in a cache client's namespace (`cache.get(Ns::Codes, code)` then
+    /// `cache.delete(Ns::Codes, code)`: neither call is classified), nor a token checked in one
+    /// trait method and consumed in another that a library calls in turn. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
     /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
