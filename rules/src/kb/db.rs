@@ -264,13 +264,7 @@ pub(super) fn classify(
             let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
                 .with_table(Some(entity));
             // The columns its `.filter(Column::X.eq(..))` steps compare; `find_by_id`: the key.
-            let mut where_cols: Vec<Name> = call
-                .steps
-                .iter()
-                .filter(|s| SEA_ORM_FILTER_STEPS.contains(&s.name.as_str()))
-                .flat_map(|s| &s.args)
-                .flat_map(|a| a.eq_cols().iter().cloned())
-                .collect();
+            let mut where_cols = filter_cols(call, SEA_ORM_FILTER_STEPS);
             if flast == "find_by_id" {
                 where_cols.push("id".into());
             }
@@ -284,14 +278,7 @@ pub(super) fn classify(
             return Some(e);
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
-            let mut where_cols = Vec::new();
-            for s in &call.steps {
-                if SEA_ORM_FILTER_STEPS.contains(&s.name.as_str()) {
-                    for a in &s.args {
-                        where_cols.extend(a.eq_cols().iter().cloned());
-                    }
-                }
-            }
+            let mut where_cols = filter_cols(call, SEA_ORM_FILTER_STEPS);
             if flast == "delete_by_id" {
                 where_cols.push("id".into());
             }
@@ -600,9 +587,14 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
 
 /// The columns a diesel chain's `.filter(..)` steps compare (`.filter(status.eq(..))`).
 fn diesel_filter_cols(call: &Call) -> Vec<Name> {
+    filter_cols(call, DIESEL_FILTER_STEPS)
+}
+
+/// The columns compared (`.eq(..)` & co.) in the arguments of a chain's filter steps.
+fn filter_cols(call: &Call, filter_steps: &[&str]) -> Vec<Name> {
     call.steps
         .iter()
-        .filter(|s| DIESEL_FILTER_STEPS.contains(&s.name.as_str()))
+        .filter(|s| filter_steps.contains(&s.name.as_str()))
         .flat_map(|s| &s.args)
         .flat_map(|a| a.eq_cols().iter().cloned())
         .collect()

@@ -107,8 +107,8 @@ fn applies(cx: &RuleCx<'_>) -> bool {
 
 /// An update that pushes a lease row's expiry or heartbeat forward (`SET lease_expires_at =
 /// $2`, `SET heartbeat_at = now()`) and moves no state and no owner (that is a claim): a
-/// renewal. Judged where the statement
-/// is written (a helper's caller gains it through the summary).
+/// renewal. Judged where the statement is written (a helper's caller gains it through the
+/// summary).
 fn renews(e: &Effect) -> bool {
     e.kind == EffectKind::Write
         && e.via.is_none()
@@ -131,8 +131,9 @@ fn renews(e: &Effect) -> bool {
 
 /// A renewal whose filter names no holder: no owner, attempt, lease, token or version column,
 /// on a table whose rows the crate hands to a holder (some statement of the crate sets or
-/// filters an owner column of it), by a key that does not name the holder. A holder whose lease lapsed, and whose row was taken over,
-/// extends the new holder's lease and goes on working as if it still held it.
+/// filters an owner column of it), by a key that does not name the holder. A holder whose
+/// lease lapsed, and whose row was taken over, extends the new holder's lease and goes on
+/// working as if it still held it.
 fn renewal_without_holder(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     for w in 0..cx.body.events.len() as u32 {
         let Some(e) = cx.effs(w).find(|e| renews(e)) else {
@@ -148,20 +149,19 @@ fn renewal_without_holder(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(table) = e.table.as_deref() else {
             continue;
         };
-        let of_table =
-            |x: &&Effect| x.kind == EffectKind::Write && x.table.as_deref() == Some(table);
-        let held = cx.krate.direct_effects().filter(of_table).any(|x| {
-            x.sets.iter().any(|a| is_owner_column(&a.column))
-                || x.where_cols.iter().any(|c| is_owner_column(c))
-        });
-        // The row's own key names the holder when every row has one holder (an attempt's row,
-        // its owner given when it is inserted); not when an update hands a row over to another
+        // Whether the table's rows have a holder, and whether an update hands a row over. The
+        // row's own key names the holder when every row has one holder (an attempt's row, its
+        // owner given when it is inserted); not when an update hands a row over to another
         // holder, nor when the filter is no key of the row (`task_id` on `task_runs`).
-        let handed_over = cx
-            .krate
-            .direct_effects()
-            .filter(of_table)
-            .any(|x| !x.insert && x.sets.iter().any(|a| is_owner_column(&a.column)));
+        let (mut held, mut handed_over) = (false, false);
+        for x in cx.krate.direct_effects() {
+            if x.kind != EffectKind::Write || x.table.as_deref() != Some(table) {
+                continue;
+            }
+            let sets_owner = x.sets.iter().any(|a| is_owner_column(&a.column));
+            held |= sets_owner || x.where_cols.iter().any(|c| is_owner_column(c));
+            handed_over |= sets_owner && !x.insert;
+        }
         let by_own_key = e
             .where_cols
             .iter()

@@ -307,28 +307,24 @@ fn only_skips_unchanged(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
 /// The first test of the read at `r`, before the write at `w`, that looks at the value read and
 /// decides the write.
 fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
-    let mut deciding = query::tests_of(cx.body, r)
+    let deciding: Vec<u32> = query::tests_of(cx.body, r)
         .into_iter()
         .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
-        .peekable();
-    let first = *deciding.peek()?;
+        .collect();
+    let first = *deciding.first()?;
+    let presence = |c: &u32| presence_test(cx, *c, r);
     // Only columns fixed at the row's creation tested (`if key.ns != ns`), or a set-once marker
     // the write sets, besides presence: no concurrent writer makes the answer matter.
-    {
-        let tests: Vec<u32> = deciding.clone().collect();
-        let settled = |c: u32| fixed_test(cx, c, r) || marks_once(cx, c, r, w);
-        if tests.iter().any(|&c| settled(c))
-            && tests.iter().all(|&c| settled(c) || presence_test(cx, c, r))
-        {
-            return None;
-        }
+    let settled = |c: &u32| fixed_test(cx, *c, r) || marks_once(cx, *c, r, w);
+    if deciding.iter().any(settled) && deciding.iter().all(|c| settled(c) || presence(c)) {
+        return None;
     }
     let validated = || {
         let derived = query::derived(cx.body, r);
         (r + 1..w).any(|c| validates(cx, c, &derived))
     };
     if (removal_ends_path(cx, w) || sets_constants(cx, w) && !validated())
-        && deciding.clone().all(|c| presence_test(cx, c, r))
+        && deciding.iter().all(presence)
     {
         return None;
     }
@@ -338,8 +334,8 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
     if stored_without_read(cx, w, r)
         && !validated()
         && deciding
-            .clone()
-            .all(|c| presence_test(cx, c, r) && !write_in_branch_of(cx, c, w))
+            .iter()
+            .all(|c| presence(c) && !write_in_branch_of(cx, *c, w))
     {
         return None;
     }
@@ -388,19 +384,22 @@ pub(super) fn marks_once(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
                 .iter()
                 .all(|a| a.column == *field || crate::kb::names::is_time_column(&a.column))
     });
-    sets_marker
-        && (c + 1..w).all(|i| {
-            cx.detached(i)
-                || !cx.effs(i).any(|e| {
-                    matches!(
-                        e.kind,
-                        EffectKind::Write
-                            | EffectKind::Remote
-                            | EffectKind::Claim
-                            | EffectKind::Schedule
-                            | EffectKind::Spawn
-                    )
-                })
+    sets_marker && !(c + 1..w).any(|i| acts(cx, i))
+}
+
+/// Does event `i` act on the world (a write, a remote call, a claim, a schedule or a spawn),
+/// on the body's own path (not detached)?
+fn acts(cx: &RuleCx<'_>, i: u32) -> bool {
+    !cx.detached(i)
+        && cx.effs(i).any(|e| {
+            matches!(
+                e.kind,
+                EffectKind::Write
+                    | EffectKind::Remote
+                    | EffectKind::Claim
+                    | EffectKind::Schedule
+                    | EffectKind::Spawn
+            )
         })
 }
 
@@ -502,11 +501,11 @@ fn write_in_branch_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
 }
 
 /// Does the write at `w` store rows without taking anything from the read at `r` (no value
-/// computed from it, not the row itself saved back, not its key)? When it takes nothing (`UPDATE orgs SET
-/// name = $1 WHERE id = $2` bound to the request's values after `get_org(id).await?`), a test
-/// of the read's presence only decided that the row existed: racing writers each store their
-/// own request, as in some serial order.
-/// (An in-memory entry is left out: its lookup is often the test itself.)
+/// computed from it, not the row itself saved back, not its key)? When it takes nothing
+/// (`UPDATE orgs SET name = $1 WHERE id = $2` bound to the request's values after
+/// `get_org(id).await?`), a test of the read's presence only decided that the row existed:
+/// racing writers each store their own request, as in some serial order. (An in-memory entry
+/// is left out: its lookup is often the test itself.)
 fn stored_without_read(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     if !cx
         .effs(w)
@@ -554,20 +553,7 @@ fn removal_ends_path(cx: &RuleCx<'_>, w: u32) -> bool {
         .any(|e| e.kind == EffectKind::Write && e.in_memory)
         && matches!(&cx.body.events[w as usize].kind, EventKind::Call(call)
             if call.steps.iter().any(|s| crate::apis::GUARDED_REMOVALS.contains(&s.name.as_str())));
-    removes
-        && (w + 1..cx.reach_end(w)).all(|e| {
-            cx.detached(e)
-                || !cx.effs(e).any(|x| {
-                    matches!(
-                        x.kind,
-                        EffectKind::Write
-                            | EffectKind::Remote
-                            | EffectKind::Schedule
-                            | EffectKind::Claim
-                            | EffectKind::Spawn
-                    )
-                })
-        })
+    removes && !(w + 1..cx.reach_end(w)).any(|e| acts(cx, e))
 }
 
 /// Does the test at `c` only ask whether something is there (`is_some()`, `contains_key(..)`,
