@@ -560,7 +560,13 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.delete = sql.kind == SqlKind::Delete;
     // Filtered on no key (`WHERE expires_at < now()`), or not filtered at all (a table wipe in
     // a migration or a reset): housekeeping, not the consumption of one token.
-    let token_table = sql.tables.iter().any(|t| is_token_name(t));
+    // The rows an `UPDATE` or `DELETE` changes are its target's: a table its subquery reads
+    // (`DELETE FROM users WHERE id IN (SELECT user_id FROM magic_links ..)`) is not consumed.
+    let token_table = if matches!(sql.kind, SqlKind::Update | SqlKind::Delete) {
+        sql.table().is_some_and(is_token_name)
+    } else {
+        sql.tables.iter().any(|t| is_token_name(t))
+    };
     e.purge = e.delete
         && (!sql.filtered
             || !sql.where_cols.is_empty()
@@ -571,7 +577,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.insert = sql.kind == SqlKind::Insert;
     e.upsert = sql.upsert;
     e.where_cols = sql.where_cols.clone().into();
-    e.token = sql.tables.iter().any(|t| is_token_name(t))
+    e.token = token_table
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
     e.sets = cx.sql_assignments(sql, call).into();
     e.filtered = sql.filtered;

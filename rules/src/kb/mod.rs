@@ -96,6 +96,7 @@ pub fn classify_body(
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
+    let diverging = diverging_events(body);
     let mut direct: Sparse<Effect> = Sparse::new(n);
     let mut callees = Sparse::new(n);
     for (i, ev) in body.events.iter().enumerate() {
@@ -109,7 +110,15 @@ pub fn classify_body(
             EventKind::Bind(b) => {
                 let class = if let Some(ty) = b.ty() {
                     Some(types::class_of(ty, facts, file, cx.memo))
-                } else if let Some(&last) = b.calls.last() {
+                } else if let Some(&last) = b
+                    .calls
+                    .iter()
+                    .rev()
+                    .find(|&&c| !diverging[c as usize])
+                    .or(b.calls.last())
+                {
+                    // The value comes from the arms that go on: `match find(..).await? { None
+                    // => return Err(Error::new(..)), Some(row) => row }` holds the row.
                     let last = last as usize;
                     match &body.events[last].kind {
                         EventKind::Call(c) => cx.result_class(c, &direct[last], &callees[last]),
@@ -305,6 +314,26 @@ pub fn classify_body(
         .self_ty
         .as_ref()
         .is_some_and(|t| memo.holds_tx(t, facts, file));
+    out
+}
+
+/// Which events sit in a branch that always leaves (`None => return Err(..)`).
+fn diverging_events(body: &Body) -> Vec<bool> {
+    let mut out = vec![false; body.events.len()];
+    let mut stack: Vec<bool> = Vec::new();
+    for (i, ev) in body.events.iter().enumerate() {
+        match &ev.kind {
+            EventKind::Enter(r) => {
+                let inside = stack.last().copied().unwrap_or(false);
+                stack.push(inside || matches!(r, crate::ir::Region::Branch { diverges: true, .. }));
+            }
+            EventKind::Leave => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        out[i] = stack.last().copied().unwrap_or(false);
+    }
     out
 }
 

@@ -156,11 +156,36 @@ pub fn is_token_name(name: &str) -> bool {
     {
         return true;
     }
+    let mut prev = String::new();
     words(name).any(|w| {
         let w = w.trim_end_matches('s');
-        TOKEN_WORDS.contains(&w) || w.starts_with("idem") || w.starts_with("dedup")
+        // A code that is a one-time credential by what it is for (`auth_code`,
+        // `DeviceCode`, `email_verification_codes`); `code` alone is too common.
+        let one_time_code = w == "code" && CODE_KINDS.contains(&prev.trim_end_matches('s'));
+        prev = w.to_string();
+        one_time_code || TOKEN_WORDS.contains(&w) || w.starts_with("idem") || w.starts_with("dedup")
     })
 }
+
+/// The words before `code` that make it a one-time credential: an OAuth authorization or
+/// device code, a login, verification or recovery code.
+const CODE_KINDS: &[&str] = &[
+    "auth",
+    "authorization",
+    "authorisation",
+    "device",
+    "login",
+    "verification",
+    "verify",
+    "confirmation",
+    "confirm",
+    "recovery",
+    "backup",
+    "pairing",
+    "mfa",
+    "sms",
+    "email",
+];
 
 /// Remote-looking receiver or type names, the last resort for calls with no other evidence.
 pub fn is_remote_name(name: &str) -> bool {
@@ -885,6 +910,13 @@ mod tests {
         assert!(is_token_name("oneTimeTokens"));
         assert!(!is_token_name("order:{}"));
         assert!(!is_token_name("stock"));
+        assert!(is_token_name("oauth2_authorization_codes"));
+        assert!(is_token_name("Cache::AuthCode"));
+        assert!(is_token_name("device_code"));
+        assert!(is_token_name("BackupCodes"));
+        assert!(!is_token_name("country_code"));
+        assert!(!is_token_name("code"));
+        assert!(!is_token_name("source_code"));
     }
 
     #[test]

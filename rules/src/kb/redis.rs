@@ -83,6 +83,10 @@ pub(super) fn classify(
         return Some(e);
     }
 
+    if let Some(e) = namespaced(call, recv) {
+        return Some(e);
+    }
+
     // AsyncCommands / Commands methods on a redis connection (or an unknown receiver, awaited).
     if !call.func.is_empty() {
         return None;
@@ -136,6 +140,54 @@ pub(super) fn classify(
         e.sets = assigned(step, name).into();
         e.expires = matches!(name, "set_ex" | "pset_ex");
     }
+    Some(e)
+}
+
+/// A namespaced cache or key-value client, awaited: the first argument names the namespace
+/// (an enum variant or a constant path: `db.get(Cache::AuthCode, id)`, `kv.delete(Bucket::Pow,
+/// key)`), the next the key, and a put the value. The namespace is the effect's table: it says
+/// what the entries are (an authorization code is a one-time token). A map's `get` / `remove`
+/// take one argument and its `insert` two, so they never match.
+fn namespaced(call: &Call, recv: &Class) -> Option<Effect> {
+    if !matches!(recv, Class::Unknown(_)) {
+        return None;
+    }
+    // The awaited step, the last one but for error adapters (`.map_err(..)`).
+    let i = call.steps.iter().position(|s| s.awaited)?;
+    let step = &call.steps[i];
+    if call.steps[i + 1..].iter().any(|s| {
+        !matches!(
+            s.name.as_str(),
+            "map_err" | "ok" | "context" | "unwrap" | "expect"
+        )
+    }) {
+        return None;
+    }
+    let name = step.name.as_str();
+    let (kind, delete, min_args) = match name {
+        "get" | "get_bytes" | "fetch" => (EffectKind::Read, false, 2),
+        "delete" | "remove" | "del" | "invalidate" | "evict" | "take" => {
+            (EffectKind::Write, true, 2)
+        }
+        "put" | "put_bytes" | "set" | "insert" => (EffectKind::Write, false, 3),
+        _ => return None,
+    };
+    if step.args.len() < min_args {
+        return None;
+    }
+    let ns = step.args.first()?.value()?;
+    let last = ns.rsplit("::").next()?;
+    if !ns.contains("::") || !last.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut e = Effect::new(
+        kind,
+        format!("`{name}` on the `{ns}` entries of a key-value client"),
+    );
+    e.kv = true;
+    e.delete = delete;
+    e.token = is_token_name(ns);
+    e.table = Some(ns.clone());
     Some(e)
 }
 

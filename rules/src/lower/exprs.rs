@@ -444,6 +444,16 @@ impl BodyLowerer<'_, '_> {
             self.expr(&first);
             return;
         }
+        // A braced body that is itself code (`attempt! { async with_tx!(..)? }`,
+        // `stream! { let x = f().await; yield x; }`): its statements run where the macro is.
+        if matches!(m.delimiter, syn::MacroDelimiter::Brace(_))
+            && let Some(stmts) = macros::code_body(&m.tokens)
+        {
+            for st in &stmts {
+                self.stmt(st);
+            }
+            return;
+        }
         for group in macros::brace_groups(&m.tokens) {
             let Ok(stmts) = syn::parse::Parser::parse2(syn::Block::parse_within, group) else {
                 continue;

@@ -35,6 +35,35 @@ pub fn brace_groups(tokens: &TokenStream) -> Vec<TokenStream> {
         .collect()
 }
 
+/// A braced macro body that parses as statements, after a leading `async` or `move` (the
+/// `attempt! { async .. }` form of try-block macros); `None` for any other syntax (a DSL, `key:
+/// value` pairs, alternatives in groups of their own) and for a body with no expression
+/// statement (items alone are declarations, not code that runs here).
+pub fn code_body(tokens: &TokenStream) -> Option<Vec<syn::Stmt>> {
+    let mut iter = tokens.clone().into_iter().peekable();
+    while matches!(iter.peek(), Some(TokenTree::Ident(i)) if i == "async" || i == "move") {
+        iter.next();
+    }
+    // Cheap refusals before a parse: a body whose first token cannot start a statement.
+    match iter.peek()? {
+        TokenTree::Punct(p) if !matches!(p.as_char(), '&' | '*' | '!' | '-' | '|' | '#') => {
+            return None;
+        }
+        _ => {}
+    }
+    let rest: TokenStream = iter.collect();
+    let stmts = syn::parse::Parser::parse2(syn::Block::parse_within, rest).ok()?;
+    stmts
+        .iter()
+        .any(|s| {
+            matches!(
+                s,
+                syn::Stmt::Expr(..) | syn::Stmt::Local(_) | syn::Stmt::Macro(_)
+            )
+        })
+        .then_some(stmts)
+}
+
 /// Is every group in `tokens` nested at most `limit` deep? (Checked without recursion: the
 /// program's code a macro wraps is parsed only when that parse cannot run the stack out.)
 pub fn shallow(tokens: &TokenStream, limit: usize) -> bool {

@@ -25,7 +25,14 @@ declare_rule! {
     /// then cleared by the row's key (`SET reset_token = NULL WHERE id = $1`, a sea-orm model's
     /// `reset_token = Set(None)` saved): that update matches whether or not the token is still
     /// there, so testing its result does not help; reported when an effect follows or the
-    /// clearing update stores something else (the new password) itself.
+    /// clearing update stores something else (the new password) itself. And the token found
+    /// by the caller (a framework that calls `load_grant`, then `issue(&grant)`): the body
+    /// deletes it by a field of the value handed in (`grant.code`), on a pool or client of its
+    /// own, with its result ignored and an effect on either side.
+    ///
+    /// Tokens kept in a namespaced cache or key-value client count: `kv.get(Bucket::AuthCode,
+    /// code)` then `kv.delete(Bucket::AuthCode, code)`, where the namespace names what the
+    /// entries are (an authorization or device code, a login or recovery code, a nonce).
     ///
     /// ### Why is this bad?
     ///
@@ -67,9 +74,10 @@ declare_rule! {
     /// Tokens are recognised by key, table and column names (`idem:`, `*_token`, `reset_code`,
     /// `idempotency_keys`) and the configuration's `knowledge.token-checks` /
     /// `knowledge.token-deletes`; a token stored under an unrelated name is not seen, nor one
-    /// kept in a cache client's namespace (`cache.get(Ns::Codes, code)` then
-    /// `cache.delete(Ns::Codes, code)`: neither call is classified), nor a token checked in one
-    /// trait method and consumed in another that a library calls in turn. Under `#[staleguard::idempotent(key = ..)]` only deletions of
+    /// kept in a cache under a key built by a function (`cache.get(key_for(code))`). A token
+    /// the caller found is judged only when its key is a field of a value handed in: with a
+    /// bare id parameter nothing says the caller looked it up, and with a transaction or a
+    /// connection handed in the caller may hold the row locked. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
     /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
@@ -281,8 +289,83 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             });
             diag.notes.extend(cx.chain_notes(eff));
             out.push(diag);
+            continue;
+        }
+        // Found by the caller (the token's key is a field of a value handed in: the row or
+        // grant the caller loaded), consumed here by a deletion nobody tests, on a connection this body takes itself (so no lock the
+        // caller took covers it), with an effect on either side: two requests that both
+        // passed the caller's check both make the effect, and the second deletion removes
+        // nothing.
+        if checked.is_none()
+            && del.delete
+            && !result_checked(cx, d)
+            && by_own_key(del)
+            && own_connection(cx)
+            && let Some(param) = key_parameter(cx, d)
+            && let Some((e, eff)) = (0..end)
+                .filter(|&e| e != d)
+                .find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))
+        {
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token found by the caller, then deleted here without testing that the deletion removed it".to_string(),
+            );
+            diag.primary_label = Some(format!("{}; its result is not tested", del.what));
+            diag.labels
+                .push(cx.label(e, format!("the effect runs here ({})", eff.what)));
+            diag.notes.push(format!(
+                "the token comes in as `{param}`: whoever checked it did so before this deletion, with no lock that reaches it"
+            ));
+            diag.notes.push(
+                "two requests that both passed that check both make the effect; the second deletion removes nothing".to_string(),
+            );
+            diag.help = Some("make the deletion the check: test its rows affected (or `DELETE .. RETURNING` one row) and stop before the effect when it removed nothing".to_string());
+            diag.notes.extend(cx.chain_notes(eff));
+            out.push(diag);
         }
     }
+}
+
+/// A deletion of one token by the token's own key (its id, its code, or a key the ORM finds
+/// it by), not of every token of a user (`WHERE user_id = $1`, a sweep after a password
+/// change).
+fn by_own_key(del: &Effect) -> bool {
+    del.where_cols.iter().all(|c| {
+        matches!(c.as_str(), "id" | "uuid" | "pk" | "key" | "token" | "code")
+            || is_token_name(c)
+            || crate::kb::names::is_own_key(c, del.table.as_deref())
+    })
+}
+
+/// The body reaches the store through a pool or a client of its own, not a transaction, a
+/// connection or an executor its caller hands in (a caller may hold the token's row locked
+/// in those).
+fn own_connection(cx: &RuleCx<'_>) -> bool {
+    let b = &cx.effects().body;
+    b.tx_param.is_none() && !b.conn_param && !b.tx_holder
+}
+
+/// The field of a parameter the deletion at `d` takes the token's key from
+/// (`authorization.code`): a value the caller found and handed in. A bare id parameter says
+/// nothing of who looked the token up.
+fn key_parameter(cx: &RuleCx<'_>, d: u32) -> Option<Name> {
+    let EventKind::Call(c) = &cx.body.events[d as usize].kind else {
+        return None;
+    };
+    let params = &cx.body.params;
+    // Not the executor a statement runs on (`.execute(db)`): the values it binds or finds by.
+    c.steps
+        .iter()
+        .filter(|s| !crate::apis::EXEC_STEPS.contains(&s.name.as_str()))
+        .flat_map(|s| s.args.iter())
+        .flat_map(|a| a.paths.iter())
+        .chain(c.recv.first())
+        .find(|p| {
+            let root = query::first(p);
+            root != "self" && p.contains('.') && params.iter().any(|(n, _)| n.as_str() == root)
+        })
+        .cloned()
 }
 
 /// The fix of a Redis `GET` of the token and a later `DEL` of it: the `GET` becomes a
@@ -425,12 +508,18 @@ fn result_checked(cx: &RuleCx<'_>, d: u32) -> bool {
     if !query::tests_of(cx.body, d).is_empty() {
         return true;
     }
-    if let EventKind::Call(c) = &cx.body.events[d as usize].kind
-        && c.steps
+    if let EventKind::Call(c) = &cx.body.events[d as usize].kind {
+        if c.steps
             .iter()
             .any(|s| ONE_ROW_STEPS.contains(&s.name.as_str()))
-    {
-        return true;
+        {
+            return true;
+        }
+        // `.execute(..)` yields a count: only a test of it looks at the deletion (a value
+        // built around the call, a try-block's result, carries nothing of the token).
+        if c.steps.last().is_some_and(|s| s.name == "execute") {
+            return false;
+        }
     }
     let derived = query::derived(cx.body, d);
     cx.body.events[d as usize + 1..]
