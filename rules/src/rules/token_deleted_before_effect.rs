@@ -77,7 +77,9 @@ declare_rule! {
     /// kept in a cache under a key built by a function (`cache.get(key_for(code))`). A token
     /// the caller found is judged only when its key is a field of a value handed in: with a
     /// bare id parameter nothing says the caller looked it up, and with a transaction or a
-    /// connection handed in the caller may hold the row locked. Under `#[staleguard::idempotent(key = ..)]` only deletions of
+    /// connection handed in the caller may hold the row locked. An OAuth authorization or
+    /// device code consumed before the tokens are issued is not reported as consumed too early:
+    /// the protocol makes it single-use, and a failed exchange starts over with a new code. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
     /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
@@ -187,6 +189,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // used, or the token was checked before), and an effect follows on the same path.
         let end = cx.reach_end(d);
         if guards(cx, d, del)
+            && !single_use_grant(del)
             && let Some((e, eff)) =
                 (d + 1..end).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
         {
@@ -424,6 +427,22 @@ fn presence_only(cx: &RuleCx<'_>, c: u32, d: u32) -> bool {
             EventKind::Bind(b) if b.deps.iter().any(ours) => b.deps.iter().all(ours),
             _ => true,
         })
+}
+
+/// An OAuth authorization or device code: the protocol makes it single-use whatever happens
+/// next (RFC 6749 4.1.2: a code used twice must be refused), and a failed exchange restarts the
+/// flow with a new code, so consuming it before the tokens are issued loses nothing a retry
+/// could use. Checked and consumed in separate steps, it is still reported.
+fn single_use_grant(del: &Effect) -> bool {
+    del.table.as_deref().is_some_and(|t| {
+        let w: Vec<String> = crate::kb::names::words(t).collect();
+        w.windows(2).any(|p| {
+            matches!(
+                p[0].as_str(),
+                "auth" | "authorization" | "authorisation" | "device"
+            ) && p[1].trim_end_matches('s') == "code"
+        })
+    })
 }
 
 /// A deletion that reaches this body through a call of a crate fn that runs its own effect
