@@ -158,7 +158,7 @@ fn namespaced(call: &Call, recv: &Class) -> Option<Effect> {
     if call.steps[i + 1..].iter().any(|s| {
         !matches!(
             s.name.as_str(),
-            "map_err" | "ok" | "context" | "unwrap" | "expect"
+            "map_err" | "ok" | "context" | "unwrap" | "expect" | "is_some" | "is_none"
         )
     }) {
         return None;

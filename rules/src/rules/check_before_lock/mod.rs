@@ -8,6 +8,7 @@
 //! write.
 
 mod check_then_insert;
+mod check_then_set;
 mod in_transaction;
 mod under_lock;
 mod without_lock;
@@ -35,7 +36,12 @@ declare_rule! {
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
     /// insert of a row with those columns, with no lock over the two, when the project's schema
     /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within
-    /// those columns: two requests both find nothing and both insert.
+    /// those columns: two requests both find nothing and both insert. And the check-then-set of
+    /// a key-value entry (a cooldown, a rate limit, an "already sent" marker: Redis `GET` then
+    /// `SET` without `NX`, a namespaced cache's `get` then `put`): the entry is tested, the flow
+    /// stops when it is there, and it is set in a second step while the work it gates runs on
+    /// the same path. A cache filled on a miss with what a lookup after the miss returned is
+    /// not reported.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. One stale read is reported once, at its first write.
@@ -211,7 +217,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
     for w in 0..cx.body.events.len() as u32 {
-        if let Some(d) = check_then_insert::judge(cx, w, &mut reported) {
+        if let Some(d) = check_then_insert::judge(cx, w, &mut reported)
+            .or_else(|| check_then_set::judge(cx, w, &mut reported))
+        {
             out.push(d);
         }
     }
@@ -389,7 +397,7 @@ pub(super) fn marks_once(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
 
 /// Does event `i` act on the world (a write, a remote call, a claim, a schedule or a spawn),
 /// on the body's own path (not detached)?
-fn acts(cx: &RuleCx<'_>, i: u32) -> bool {
+pub(super) fn acts(cx: &RuleCx<'_>, i: u32) -> bool {
     !cx.detached(i)
         && cx.effs(i).any(|e| {
             matches!(

@@ -1,0 +1,101 @@
+//! The check-then-set of a key-value entry: a cooldown, a rate limit or an "already sent"
+//! marker read (`GET resend:{email}`, `kv.get(Bucket::IpRateLimit, ip)`), found absent, and set
+//! afterwards by a plain write (`SET` without `NX`, `put`), while the work the entry gates runs
+//! on the same path. Two concurrent requests both find the entry absent and both do the work:
+//! the gate is a test-and-set done in two steps.
+
+use super::{Reported, RuleCx, acts, tests_read};
+use crate::diagnostic::Diagnostic;
+use crate::effects::{Effect, EffectKind};
+use crate::ir::{EventKind, Region};
+use crate::query;
+
+/// The set at `w`, when a test of the same entry before it stopped the flow (the entry is
+/// there, or its time has not come) and work runs on the path.
+pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<Diagnostic> {
+    if cx.detached(w) || !cx.state(w).locks.is_empty() {
+        return None;
+    }
+    let set = cx.effs(w).find(|e| plain_set(e))?;
+    let key = set.table.as_deref()?;
+    for r in (0..w).rev() {
+        if cx.detached(r) || reported.contains(r) {
+            continue;
+        }
+        let Some(read) = cx
+            .effs(r)
+            .find(|e| e.kind == EffectKind::Read && e.kv && e.table.as_deref() == Some(key))
+        else {
+            continue;
+        };
+        // Both in one crate fn this body calls: judged there, once.
+        if read.via.is_some() && read.via == set.via || !cx.state(r).locks.is_empty() {
+            return None;
+        }
+        let c = query::tests_of(cx.body, r)
+            .into_iter()
+            .find(|&c| c > r && c < w && tests_read(cx, c, r) && stops(cx, c))?;
+        // A cache fill stores what a lookup after the miss returned; nothing is gated.
+        if filled_from_lookup(cx, c, w) {
+            return None;
+        }
+        let end = cx.reach_end(w);
+        let work = (c + 1..end).find(|&i| i != w && acts(cx, i) && !cx.effs(i).any(|e| e.kv))?;
+        reported.first(r);
+        let mut d = cx.diag(
+            &super::RULE,
+            w,
+            format!("the key-value entry `{key}` is checked, then set in a second step: a check-then-set with no lock"),
+        );
+        d.primary_label = Some(format!("{} after the check", set.what));
+        d.labels.push(cx.label(r, "read here"));
+        d.labels.push(cx.label(c, "tested here"));
+        d.labels.push(cx.label(work, "the work it gates runs here"));
+        d.notes.push(
+            "two concurrent requests both find the entry absent before either sets it, and both do the work".to_string(),
+        );
+        d.help = Some(
+            "set the entry and test in one step (`SET key val NX PX ttl`, an `INSERT .. ON CONFLICT DO NOTHING` whose result is checked) and do the work only when this request set it".to_string(),
+        );
+        d.notes.extend(cx.chain_notes(read));
+        d.notes.extend(cx.chain_notes(set));
+        return Some(d);
+    }
+    None
+}
+
+/// A plain write of one key-value entry: not a claim (`SET NX`), not a deletion.
+fn plain_set(e: &Effect) -> bool {
+    e.kind == EffectKind::Write && e.kv && !e.delete && !e.in_memory
+}
+
+/// Does the test at `c` stop the flow when the entry is there (`if cooling.is_some() { return
+/// .. }`, `let None = .. else { return }`)? The event after it opens a branch that always
+/// leaves, or it is a `?` / `let else` on the lookup itself.
+fn stops(cx: &RuleCx<'_>, c: u32) -> bool {
+    let after = cx.body.events[c as usize + 1..]
+        .iter()
+        .find(|e| !matches!(e.kind, EventKind::Cond(_)));
+    matches!(
+        after.map(|e| &e.kind),
+        Some(EventKind::Enter(Region::Branch { diverges: true, .. }))
+    )
+}
+
+/// Does the set at `w` store a value that a read or a remote call made after the test at `c`
+/// returned (`let v = fetch(id).await?; cache.put(key, &v)`)?
+fn filled_from_lookup(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    (c + 1..w)
+        .filter(|&i| {
+            cx.effs(i)
+                .any(|e| matches!(e.kind, EffectKind::Read | EffectKind::Remote))
+        })
+        .any(|i| {
+            let derived = query::derived(cx.body, i);
+            call.all_args()
+                .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p))))
+        })
+}
