@@ -10,8 +10,8 @@ use crate::effects::{Effect, EffectKind};
 use crate::ir::{EventKind, Region};
 use crate::query;
 
-/// The set at `w`, when a test of the same entry before it stopped the flow (the entry is
-/// there, or its time has not come) and work runs on the path.
+/// The set at `w`, when a test of the same entry before it decided it (stopped the flow when
+/// the entry is there, or opened the branch the set is in) and work runs on the path.
 pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<Diagnostic> {
     if cx.detached(w) || !cx.state(w).locks.is_empty() {
         return None;
@@ -32,9 +32,9 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         if read.via.is_some() && read.via == set.via || !cx.state(r).locks.is_empty() {
             return None;
         }
-        let c = query::tests_of(cx.body, r)
-            .into_iter()
-            .find(|&c| c > r && c < w && tests_read(cx, c, r) && stops(cx, c))?;
+        let c = query::tests_of(cx.body, r).into_iter().find(|&c| {
+            c > r && c < w && tests_read(cx, c, r) && (stops(cx, c) || in_branches_of(cx, c, w))
+        })?;
         // A cache fill stores what a lookup after the miss returned; nothing is gated.
         if filled_from_lookup(cx, c, w) {
             return None;
@@ -80,6 +80,45 @@ fn stops(cx: &RuleCx<'_>, c: u32) -> bool {
         after.map(|e| &e.kind),
         Some(EventKind::Enter(Region::Branch { diverges: true, .. }))
     )
+}
+
+/// Is the set at `w` inside one of the branches the test at `c` opens (`if limited { .. } else
+/// { send(..); limit(..) }`)?
+fn in_branches_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
+    let events = &cx.body.events;
+    let mut i = match (c + 1..w).find(|&i| !matches!(events[i as usize].kind, EventKind::Cond(_))) {
+        Some(i) => i,
+        None => return false,
+    };
+    while i < w
+        && matches!(
+            events[i as usize].kind,
+            EventKind::Enter(Region::Branch { .. })
+        )
+    {
+        // The branch's matching `Leave`.
+        let mut depth = 0i32;
+        let mut end = i;
+        for (k, ev) in events.iter().enumerate().skip(i as usize) {
+            match ev.kind {
+                EventKind::Enter(_) => depth += 1,
+                EventKind::Leave => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = k as u32;
+                break;
+            }
+        }
+        if end <= i {
+            return false;
+        }
+        if w < end {
+            return true;
+        }
+        i = end + 1;
+    }
+    false
 }
 
 /// Does the set at `w` store a value that a read or a remote call made after the test at `c`
