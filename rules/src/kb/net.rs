@@ -34,6 +34,16 @@ pub(super) fn classify(
     {
         return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
     }
+    // A mail transport's `send(message)` (lettre), on a transport held or made by a crate fn
+    // declared to return one (`smtp_transport().send(email).await`).
+    if call
+        .steps
+        .iter()
+        .any(|s| s.name == "send" && s.args.len() == 1)
+        && (*recv == Class::Mail || made_by_mail_fn(cx, call))
+    {
+        return Some(Effect::new(EffectKind::Remote, "sends an e-mail"));
+    }
     // Blocking clients (`reqwest::blocking`) have type evidence instead of an `.await`.
     if !call.awaited() {
         if *recv == Class::Http
@@ -155,6 +165,22 @@ pub(super) fn classify(
         return Some(Effect::new(EffectKind::Remote, "calls an AWS service"));
     }
     None
+}
+
+/// Is the chain's root a call of a crate fn declared to return a mail transport?
+fn made_by_mail_fn(cx: &Classifier<'_>, call: &Call) -> bool {
+    call.func.len() == 1
+        && cx
+            .facts
+            .bare_fn(cx.file, call.func_last())
+            .iter()
+            .any(|&id| {
+                cx.facts
+                    .body(id)
+                    .ret
+                    .iter()
+                    .any(|t| super::types::is_mail_transport(t, t.rsplit(':').next().unwrap_or(t)))
+            })
 }
 
 /// The last resort: an awaited call on a receiver whose name says it is a remote client

@@ -176,6 +176,7 @@ pub(super) fn classify(
         | Class::Http
         | Class::Grpc
         | Class::Aws
+        | Class::Mail
         | Class::Channel
         | Class::Broker
         | Class::Collection => false,

@@ -21,6 +21,8 @@ pub enum Class {
     Http,
     Grpc,
     Aws,
+    /// A mail transport (lettre's SMTP or sendmail transports): sending is a remote call.
+    Mail,
     /// AMQP channel or Kafka / NATS producer.
     Broker,
     Redis,
@@ -222,6 +224,9 @@ fn class_of_shape(
     if has(&lower, "aws_sdk") {
         return Class::Aws;
     }
+    if is_mail_transport(full, name.as_str()) {
+        return Class::Mail;
+    }
     if HTTP_TYPES.iter().any(|w| has(&lower, w)) || HTTP_TYPE_NAMES.contains(&name.as_str()) {
         return Class::Http;
     }
@@ -338,6 +343,16 @@ pub fn hands_in_connection(ty: &[Name]) -> bool {
             && !super::has(t, "Pool")
             && t != "DatabaseConnection"
     })
+}
+
+/// lettre's transports that hand a message to a mail server (`AsyncSmtpTransport<Tokio1Executor>`,
+/// `SmtpTransport`, the sendmail ones), by the crate's path or the type's name. The file and
+/// stub transports deliver nothing anywhere.
+pub(crate) fn is_mail_transport(full: &str, name: &str) -> bool {
+    matches!(
+        name,
+        "AsyncSmtpTransport" | "SmtpTransport" | "AsyncSendmailTransport" | "SendmailTransport"
+    ) || has(&full.to_ascii_lowercase(), "lettre::transport::smtp")
 }
 
 #[cfg(test)]

@@ -151,6 +151,7 @@ impl Classifier<'_> {
                 | Class::Http
                 | Class::Grpc
                 | Class::Aws
+                | Class::Mail
                 | Class::Broker
                 | Class::Mutex
                 | Class::RwLock => {

@@ -13,11 +13,13 @@ declare_rule! {
     /// ### What it does
     ///
     /// Flags a remote call — an HTTP request that changes something, a gRPC call, an AWS call,
-    /// a crate helper that makes one — whose timeout is recorded as a definite failure: on the
-    /// path where the call timed out, a state column is set to a failure value (`FAILED`,
-    /// `Declined`, `cancelled`, `JOB_STATE_FAILED`, ..) or a refund or compensation runs —
-    /// in the function itself or in a crate helper it calls, with the value written there or
-    /// handed down to it (`mark(id, State::Failed)`). The timeout path is the
+    /// a mail handed to an SMTP transport, a crate helper that makes one — whose timeout is
+    /// recorded as a definite failure: on the path where the call timed out, a state column is
+    /// set to a failure value (`FAILED`, `Declined`, `cancelled`, `JOB_STATE_FAILED`, ..), a
+    /// refund or compensation runs — in the function itself or in a crate helper it calls, with
+    /// the value written there or handed down to it (`mark(id, State::Failed)`) — or a row the
+    /// function created for the call is deleted again (a membership inserted, the invitation
+    /// mail sent, the membership deleted when the send fails). The timeout path is the
     /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
     /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
     /// does not tell timeouts apart from other errors.
@@ -347,6 +349,30 @@ fn records_failure(cx: &RuleCx<'_>, i: u32) -> bool {
     };
     cx.effs(i).any(writes_failure)
         || matches!(&cx.body.events[i as usize].kind, EventKind::Call(c) if names_compensation(c))
+        || undoes_creation(cx, i)
+}
+
+/// Does event `i` delete a row of a table this body wrote earlier on its path (`user.save(..)`
+/// then, when the mail fails, `user.delete(..)`)? On the error path of a remote call that is a
+/// rollback of local state made for the remote's sake, which the remote may have acted on.
+fn undoes_creation(cx: &RuleCx<'_>, i: u32) -> bool {
+    cx.effs(i)
+        .filter(|e| e.kind == EffectKind::Write && e.delete && !e.in_memory && !e.purge)
+        .any(|del| {
+            del.table.is_some()
+                && (0..i).any(|k| {
+                    !cx.detached(k)
+                        && cx.effs(k).any(|w| {
+                            w.kind == EffectKind::Write
+                                && (w.insert || w.upsert)
+                                && !w.in_memory
+                                && crate::query::same_table_prefixed(
+                                    w.table.as_deref(),
+                                    del.table.as_deref(),
+                                )
+                        })
+                })
+        })
 }
 
 /// A call of a function named for undoing (`refund(..)`, `self.payments.compensate(..)`).
