@@ -52,7 +52,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         d.labels.push(cx.label(c, "tested here"));
         d.labels.push(cx.label(work, "the work it gates runs here"));
         d.notes.push(
-            "two concurrent requests both find the entry absent before either sets it, and both do the work".to_string(),
+            "two concurrent requests both read the entry before either sets it, and both do the work".to_string(),
         );
         d.help = Some(
             "set the entry and test in one step (`SET key val NX PX ttl`, an `INSERT .. ON CONFLICT DO NOTHING` whose result is checked) and do the work only when this request set it".to_string(),
@@ -69,9 +69,8 @@ fn plain_set(e: &Effect) -> bool {
     e.kind == EffectKind::Write && e.kv && !e.delete && !e.in_memory
 }
 
-/// Does the test at `c` stop the flow when the entry is there (`if cooling.is_some() { return
-/// .. }`, `let None = .. else { return }`)? The event after it opens a branch that always
-/// leaves, or it is a `?` / `let else` on the lookup itself.
+/// Does the test at `c` stop the flow (`if cooling.is_some() { return .. }`): is the event
+/// after it a branch that always leaves?
 fn stops(cx: &RuleCx<'_>, c: u32) -> bool {
     let after = cx.body.events[c as usize + 1..]
         .iter()
