@@ -32,6 +32,11 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         if read.via.is_some() && read.via == set.via || !cx.state(r).locks.is_empty() {
             return None;
         }
+        // The same entry: the two calls name it with the same value (`&key`, `&ip`), not
+        // merely the same namespace.
+        if !same_entry(cx, r, w) {
+            continue;
+        }
         let c = query::tests_of(cx.body, r).into_iter().find(|&c| {
             c > r && c < w && tests_read(cx, c, r) && (stops(cx, c) || in_branches_of(cx, c, w))
         })?;
@@ -62,6 +67,25 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         return Some(d);
     }
     None
+}
+
+/// Do the calls at `r` and `w` pass a value of the same local or parameter (the entry's key),
+/// besides the connection they run on?
+fn same_entry(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
+    let roots = |i: u32| -> Vec<&str> {
+        match &cx.body.events[i as usize].kind {
+            EventKind::Call(c) => c
+                .steps
+                .iter()
+                .filter(|s| !matches!(s.name.as_str(), "query_async" | "query" | "exec_async"))
+                .flat_map(|s| s.args.iter())
+                .flat_map(|a| a.paths.iter().map(|p| query::first(p)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let read = roots(r);
+    roots(w).iter().any(|x| read.contains(x))
 }
 
 /// A plain write of one key-value entry: not a claim (`SET NX`), not a deletion.

@@ -196,6 +196,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let mut reported = Reported::default();
+    let mut stale_writes: Vec<u32> = Vec::new();
     let found = out.len();
     for w in 0..cx.body.events.len() as u32 {
         let Some(write) = candidate(cx, w) else {
@@ -213,13 +214,17 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             decided => decided,
         };
         if let Verdict::Stale(d) = verdict {
+            stale_writes.push(w);
             out.push(*d);
         }
     }
     for w in 0..cx.body.events.len() as u32 {
-        if let Some(d) = check_then_insert::judge(cx, w, &mut reported)
-            .or_else(|| check_then_set::judge(cx, w, &mut reported))
-        {
+        // A write already reported as stale is one finding, whichever shape sees it too.
+        if let Some(d) = check_then_insert::judge(cx, w, &mut reported).or_else(|| {
+            (!stale_writes.contains(&w))
+                .then(|| check_then_set::judge(cx, w, &mut reported))
+                .flatten()
+        }) {
             out.push(d);
         }
     }
