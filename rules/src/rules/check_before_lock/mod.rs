@@ -38,10 +38,11 @@ declare_rule! {
     /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within
     /// those columns: two requests both find nothing and both insert. And the check-then-set of
     /// a key-value entry (a cooldown, a rate limit, an "already sent" marker: Redis `GET` then
-    /// `SET` without `NX`, a namespaced cache's `get` then `put`): the entry is tested, the flow
-    /// stops when it is there, and it is set in a second step while the work it gates runs on
-    /// the same path. A cache filled on a miss with what a lookup after the miss returned is
-    /// not reported.
+    /// `SET` without `NX`, a namespaced cache's `get` then `put`): the entry is tested (the
+    /// flow stops, or the set sits in a branch the test opens), and the same entry — both calls
+    /// pass the same key value — is set in a second step while the work it gates runs on the
+    /// same path. A cache filled on a miss with what a lookup after the miss returned is not
+    /// reported.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. One stale read is reported once, at its first write.
