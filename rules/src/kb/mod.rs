@@ -96,7 +96,9 @@ pub fn classify_body(
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
-    let diverging = diverging_events(body);
+    // Which events sit in a branch that always leaves: asked only of a value bound from
+    // several calls, so computed on first need.
+    let mut diverging: Option<Vec<bool>> = None;
     let mut direct: Sparse<Effect> = Sparse::new(n);
     let mut callees = Sparse::new(n);
     for (i, ev) in body.events.iter().enumerate() {
@@ -110,13 +112,17 @@ pub fn classify_body(
             EventKind::Bind(b) => {
                 let class = if let Some(ty) = b.ty() {
                     Some(types::class_of(ty, facts, file, cx.memo))
-                } else if let Some(&last) = b
-                    .calls
-                    .iter()
-                    .rev()
-                    .find(|&&c| !diverging[c as usize])
-                    .or(b.calls.last())
-                {
+                } else if let Some(&last) = match b.calls.as_slice() {
+                    [] | [_] => b.calls.last(),
+                    calls => {
+                        let leaves = diverging.get_or_insert_with(|| diverging_events(body));
+                        calls
+                            .iter()
+                            .rev()
+                            .find(|&&c| !leaves[c as usize])
+                            .or(calls.last())
+                    }
+                } {
                     // The value comes from the arms that go on: `match find(..).await? { None
                     // => return Err(Error::new(..)), Some(row) => row }` holds the row.
                     let last = last as usize;

@@ -106,42 +106,16 @@ fn stops(cx: &RuleCx<'_>, c: u32) -> bool {
 }
 
 /// Is the set at `w` inside one of the branches the test at `c` opens (`if limited { .. } else
-/// { send(..); limit(..) }`)?
+/// { send(..); limit(..) }`)? The sub-tests of the same condition come first.
 fn in_branches_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
     let events = &cx.body.events;
-    let mut i = match (c + 1..w).find(|&i| !matches!(events[i as usize].kind, EventKind::Cond(_))) {
-        Some(i) => i,
-        None => return false,
-    };
-    while i < w
-        && matches!(
-            events[i as usize].kind,
-            EventKind::Enter(Region::Branch { .. })
-        )
-    {
-        // The branch's matching `Leave`.
-        let mut depth = 0i32;
-        let mut end = i;
-        for (k, ev) in events.iter().enumerate().skip(i as usize) {
-            match ev.kind {
-                EventKind::Enter(_) => depth += 1,
-                EventKind::Leave => depth -= 1,
-                _ => {}
-            }
-            if depth == 0 {
-                end = k as u32;
-                break;
-            }
-        }
-        if end <= i {
-            return false;
-        }
-        if w < end {
-            return true;
-        }
-        i = end + 1;
-    }
-    false
+    let last_test = (c..w)
+        .take_while(|&i| matches!(events[i as usize].kind, EventKind::Cond(_)))
+        .last()
+        .unwrap_or(c);
+    cx.following_branches(last_test)
+        .into_iter()
+        .any(|b| b < w && w < cx.region_end(b))
 }
 
 /// Does the set at `w` store a value that a read or a remote call made after the test at `c`
