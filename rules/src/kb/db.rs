@@ -364,7 +364,8 @@ pub(super) fn classify(
                 | Class::Http
                 | Class::User(_)
                 | Class::Trait(_)
-        ) || own_active_model(cx, call, recv))
+        ) || own_active_model(cx, call, recv)
+            || saved_model(cx, call, recv))
     {
         // The model's table: from its module (`order::ActiveModel`), or the row it was made
         // from (`row.into_active_model()`, a model read and saved back whole); in a method of
@@ -379,6 +380,17 @@ pub(super) fn classify(
                         .then(|| file_module(cx.facts.paths[cx.file as usize]))
                         .flatten()
                         .map(|m| normalize_table(&m))
+                })
+                .or_else(|| match recv {
+                    // A crate row type saved through a generated method: its diesel table, or
+                    // the type's own name.
+                    Class::User(ty) => Some(
+                        cx.facts
+                            .field_type(ty, DIESEL_TABLE_FIELD)
+                            .and_then(|t| t.first())
+                            .map_or_else(|| normalize_table(ty), |t| normalize_table(t)),
+                    ),
+                    _ => None,
                 })
         });
         let mut e = Effect::new(
@@ -407,6 +419,63 @@ fn own_active_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
         && call.recv.len() == 1
         && call.recv[0] == "self"
         && cx.body.self_ty.as_deref() == Some("ActiveModel")
+}
+
+/// `self.status = new_status; self.update(db).await` (or on a row the body read or was handed) where the
+/// crate defines no such method: a derive or an attribute macro generates the save (sqlx-crud,
+/// a crate's own `#[db]` macro). The receiver is a crate type whose fields the body assigned
+/// (all of them fields of the type, when the crate declares it) and the one argument a
+/// database handle (a pool, a connection, or a crate struct that holds one): the save writes
+/// the row with those fields.
+fn saved_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
+    let (Class::User(ty), [root]) = (recv, call.recv.as_slice()) else {
+        return false;
+    };
+    if !matches!(call.head(), "update" | "save") {
+        return false;
+    }
+    // A row that exists: `self`, one the body read, or one handed in. A value the body built
+    // (`Rule::default()`, a literal) is saved as a new row.
+    if *root != "self"
+        && !cx.read_tables.contains_key(root)
+        && !cx.body.params.iter().any(|(p, _)| p == root)
+    {
+        return false;
+    }
+    let Some(sets) = cx.model_sets.get(root).filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    let own_fields = cx.facts.structs.get(ty.as_str()).is_none_or(|fields| {
+        sets.iter()
+            .all(|a| fields.iter().any(|(f, _)| *f == a.column))
+    });
+    let handle = call.steps[0]
+        .args
+        .first()
+        .and_then(|a| a.paths.first())
+        .is_some_and(|p| {
+            let parts: Vec<Name> = p.split('.').map(Name::new).collect();
+            cx.place_class(&parts).is_some_and(|c| db_handle(cx, &c, 2))
+        });
+    own_fields && handle
+}
+
+/// A pool, a connection, or a crate struct that holds one in a field (`Database { pool: Db }`,
+/// `struct Db(bb8::Pool<..>)`), `depth` structs deep.
+fn db_handle(cx: &Classifier<'_>, class: &Class, depth: u8) -> bool {
+    match class {
+        Class::Db | Class::DbTx => true,
+        Class::User(holder) if depth > 0 => {
+            cx.facts.structs.get(holder.as_str()).is_some_and(|fields| {
+                fields.iter().any(|(_, t)| {
+                    let inner = super::types::class_of(t, cx.facts, cx.file, cx.memo);
+                    !matches!(&inner, Class::User(n) if n == holder)
+                        && db_handle(cx, &inner, depth - 1)
+                })
+            })
+        }
+        _ => false,
+    }
 }
 
 /// The module a file is (`src/models/users.rs` is `users`; a `mod.rs` is its folder's).

@@ -94,9 +94,12 @@ declare_rule! {
     ///
     /// A handler is recognised from its route, its registration, its parameter types or its
     /// name; a consumer loop that takes messages from an in-process channel is not, nor a route
-    /// registered through a helper the router calls. A record loaded, changed in memory and
-    /// saved whole (`model.save(db)`), an upsert that overwrites (`ON CONFLICT DO UPDATE`) and
-    /// a boolean flag (`is_paid = true`) are not taken for state writes. A diesel query built in
+    /// registered through a helper the router calls. A record changed in memory and saved by a
+    /// method a derive or an attribute macro generates (`self.update(db)`, which the crate never
+    /// defines, with a database handle as its argument) writes the fields the body assigned
+    /// before the call; a save the crate writes itself is judged by the statement it runs. An
+    /// upsert that overwrites (`ON CONFLICT DO UPDATE`) and a boolean flag (`is_paid = true`)
+    /// are not taken for state writes. A diesel query built in
     /// a local and loaded later loses its table. A state that is final by contract (a merge
     /// that can never be undone) is still reported when it is written blindly. Which columns
     /// are the key is not known without the schema (see `unguarded-state-transition`).

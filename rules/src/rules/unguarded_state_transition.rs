@@ -45,7 +45,10 @@ declare_rule! {
     /// site, where the transaction and its reads are, unless it is a routed handler
     /// (`#[post("/..")]`) that nothing in the crate calls: the framework hands it its own
     /// connection. A model saved whole (`.values(&*self)`) writes the state field the function
-    /// set on the row it read (`grant.status = CONFIRMED; grant.save(conn)`).
+    /// set on the row it read (`grant.status = CONFIRMED; grant.save(conn)`). So does a save a
+    /// derive or an attribute macro generates (`self.status = "failed"; self.update(db)`, a
+    /// method the crate never defines, called with a database handle): it writes the fields the
+    /// body assigned, by the row's key.
     ///
     /// ### Why is this bad?
     ///
