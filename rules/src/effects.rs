@@ -100,6 +100,8 @@ pub(crate) struct Effect {
     pub table: Option<Name>,
     /// `SELECT .. FOR UPDATE` and ORM equivalents.
     pub locking: bool,
+    /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
+    pub counts: bool,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
@@ -178,6 +180,7 @@ impl Effect {
             kind,
             table: None,
             locking: false,
+            counts: false,
             conditional: false,
             ident_guard: false,
             delete: false,

@@ -258,11 +258,13 @@ pub struct Test {
 }
 
 /// The comparison a test is at its top (through parentheses): `x == c` or a pattern match
-/// (`if let P = x`), `x != c`, or something else (`a && b`, a call, a flag).
+/// (`if let P = x`), `x != c`, an ordering (`n >= limit`, `owners.len() <= 1`), or something
+/// else (`a && b`, a call, a flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
     Equal,
     NotEqual,
+    Ordering,
     Other,
 }
 

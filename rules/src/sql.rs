@@ -64,6 +64,8 @@ pub struct SqlInfo {
     pub returning: bool,
     /// `.. ISOLATION LEVEL SERIALIZABLE` (in `BEGIN` or `SET TRANSACTION`).
     pub serializable: bool,
+    /// A `SELECT` that counts rows: `count(..)` in its projection (before its `FROM`).
+    pub counts: bool,
     /// An advisory lock the statement takes: PostgreSQL's `pg_advisory_lock` /
     /// `pg_try_advisory_lock` (held by the session, across transactions) or the
     /// `pg_advisory_xact_lock` forms (ended by the transaction), MySQL's `GET_LOCK` (session).
@@ -288,6 +290,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         upsert: false,
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
+        counts: false,
         advisory: toks.iter().find_map(|t| match t {
             Tok::Word(w, false) => {
                 let (session, attempt, unlock) = match w.as_str() {
@@ -347,6 +350,15 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
     }
     let start = verb_at.unwrap_or(0);
     info.filtered = toks[start..].iter().any(|t| t.is_kw("where"));
+    if info.kind == SqlKind::Select {
+        let projection = toks[start..]
+            .iter()
+            .position(|t| t.is_kw("from"))
+            .map_or(&toks[start..], |end| &toks[start..start + end]);
+        info.counts = projection
+            .windows(2)
+            .any(|w| w[0].is_kw("count") && matches!(w[1], Tok::Open));
+    }
     // Tables: identifiers after FROM / JOIN / UPDATE / INTO.
     for i in 0..toks.len() {
         let introduces = match &toks[i] {
@@ -772,6 +784,20 @@ mod tests {
         assert!(i.locking);
         let j = classify("SELECT status FROM seats WHERE id = ?").unwrap();
         assert!(!j.locking);
+    }
+
+    #[test]
+    fn a_select_that_counts_rows() {
+        let count = |q: &str| classify(q).unwrap().counts;
+        assert!(count("SELECT count(*) FROM memberships WHERE team_id = $1"));
+        assert!(count("select COUNT(id) as n from seats"));
+        assert!(!count("SELECT id, count FROM counters WHERE id = $1"));
+        assert!(!count(
+            "SELECT id FROM teams WHERE (SELECT count(*) FROM memberships) < $1"
+        ));
+        assert!(!count(
+            "INSERT INTO m (a) SELECT $1 WHERE (SELECT count(*) FROM m) < $2"
+        ));
     }
 
     #[test]

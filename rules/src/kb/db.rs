@@ -242,6 +242,7 @@ pub(super) fn classify(
             .steps
             .iter()
             .any(|s| DIESEL_ROW_LOCKS.contains(&s.name.as_str()));
+        e.counts = counts_rows(call);
         return Some(e);
     }
 
@@ -275,6 +276,7 @@ pub(super) fn classify(
                 .steps
                 .iter()
                 .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
+            e.counts = counts_rows(call);
             return Some(e);
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
@@ -419,6 +421,20 @@ fn own_active_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
         && call.recv.len() == 1
         && call.recv[0] == "self"
         && cx.body.self_ty.as_deref() == Some("ActiveModel")
+}
+
+/// `.count()` among the steps of an ORM read (diesel's `.count().get_result(conn)`, sea-orm's
+/// `.count(db)`), or `count_star()` / `count(..)` selected: the read counts rows.
+fn counts_rows(call: &Call) -> bool {
+    call.steps.iter().any(|s| {
+        s.name == "count"
+            || s.name == "select"
+                && s.args.iter().flat_map(|a| a.paths.iter()).any(|p| {
+                    p.rsplit(['.', ':'])
+                        .next()
+                        .is_some_and(|l| l == "count_star")
+                })
+    })
 }
 
 /// `self.status = new_status; self.update(db).await` (or on a row the body read or was handed) where the
@@ -621,6 +637,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     // `INSERT INTO job_locks .. ON CONFLICT DO NOTHING`: a lock row claimed.
     e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
+    e.counts = sql.counts;
     e.conditional = sql.is_conditional();
     e.ident_guard = sql
         .where_cols

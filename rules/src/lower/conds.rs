@@ -177,6 +177,14 @@ pub(super) fn comparison(e: &Expr) -> Comparison {
         Expr::Group(g) => comparison(&g.expr),
         Expr::Binary(b) if matches!(b.op, BinOp::Eq(_)) => Comparison::Equal,
         Expr::Binary(b) if matches!(b.op, BinOp::Ne(_)) => Comparison::NotEqual,
+        Expr::Binary(b)
+            if matches!(
+                b.op,
+                BinOp::Lt(_) | BinOp::Le(_) | BinOp::Gt(_) | BinOp::Ge(_)
+            ) =>
+        {
+            Comparison::Ordering
+        }
         Expr::Let(_) => Comparison::Equal,
         _ => Comparison::Other,
     }
@@ -328,6 +336,8 @@ mod tests {
         assert_eq!(cmp(r#"status == "paid""#), Comparison::Equal);
         assert_eq!(cmp(r#"(row.status != "paid")"#), Comparison::NotEqual);
         assert_eq!(cmp("let Status::Open = status"), Comparison::Equal);
+        assert_eq!(cmp("(owners.len() <= 1)"), Comparison::Ordering);
+        assert_eq!(cmp("count >= limit"), Comparison::Ordering);
         for other in [
             r#"status != "paid" && flag"#,
             "!done",

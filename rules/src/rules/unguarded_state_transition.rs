@@ -414,7 +414,7 @@ fn expected_state(cx: &RuleCx<'_>, w: u32, write: &Effect, column: &str) -> Opti
                 let holds = match test.comparison {
                     Comparison::NotEqual => diverges(then) && w > cx.region_end(then),
                     Comparison::Equal => inside(then),
-                    Comparison::Other => false,
+                    Comparison::Ordering | Comparison::Other => false,
                 };
                 holds.then(|| test.values[0].clone())?
             }

@@ -1,14 +1,17 @@
 //! `check-before-lock`: state read and tested before the lock / transaction / row lock, then
-//! written under it without a re-read (TOCTOU). Four shapes, one file each: a read before the
+//! written under it without a re-read (TOCTOU). Six shapes, one file each: a read before the
 //! lock or transaction (`under_lock.rs`), a plain `SELECT` inside the transaction then an
 //! unguarded `UPDATE` of the same row (`in_transaction.rs`), the read-modify-write with no
-//! lock at all (`without_lock.rs`), and the lookup then insert with no unique key in the schema
-//! (`check_then_insert.rs`). This file holds the declaration, the writes each shape
+//! lock at all (`without_lock.rs`), the lookup then insert with no unique key in the schema
+//! (`check_then_insert.rs`), the key-value check then set (`check_then_set.rs`), and the count
+//! checked against a limit then a row inserted or deleted (`count_then_write.rs`). This file
+//! holds the declaration, the writes each shape
 //! judges, and what the shapes share: does a check look at the read, and does it decide the
 //! write.
 
 mod check_then_insert;
 mod check_then_set;
+mod count_then_write;
 mod in_transaction;
 mod under_lock;
 mod without_lock;
@@ -42,6 +45,11 @@ declare_rule! {
     /// flow stops, or the set sits in a branch the test opens), and the same entry — both calls
     /// pass the same key value — is set in a second step while the work it gates runs on the
     /// same path. A cache filled on a miss with what a lookup after the miss returned is not
+    /// reported. And the limit check: the rows of a table counted (`SELECT count(*)`, `.count(db)`,
+    /// or a list read whose length is compared), the count compared with a bound (`taken >=
+    /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
+    /// nothing held over the two: two requests both pass and the cap is crossed, or the last
+    /// owner goes. A count over a time window (`WHERE created_at > ..`) is a rate limit and is not
     /// reported.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
@@ -124,7 +132,10 @@ declare_rule! {
     /// migrations) or dropped by a later migration are not seen, and a partial unique index
     /// counts as a full key. Whether the insert runs where the lookup found nothing or where it
     /// found a row (`is_none()` against `is_some()`) is not told apart; a test against a limit
-    /// (`count >= 10`) is not taken for an existence test. An exclusive lock (a mutex, a write
+    /// (`count >= 10`) is not taken for an existence test. The limit check matches the count and
+    /// the write by table: a count of a table joined to the written one (owners listed through
+    /// `users JOIN owners`) is not matched, and a check made after the write (delete, then count
+    /// what remains, then roll back) is not this shape. An exclusive lock (a mutex, a write
     /// guard) on a named place, taken in the body and held from before the read to the write, or
     /// held by every caller of the body in the crate (up to three calls up), counts as
     /// serialising the check, although a process-local lock does not exclude other processes; a
@@ -221,11 +232,14 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
     for w in 0..cx.body.events.len() as u32 {
         // A write already reported as stale is one finding, whichever shape sees it too.
-        if let Some(d) = check_then_insert::judge(cx, w, &mut reported).or_else(|| {
-            (!stale_writes.contains(&w))
-                .then(|| check_then_set::judge(cx, w, &mut reported))
-                .flatten()
-        }) {
+        if let Some(d) = check_then_insert::judge(cx, w, &mut reported)
+            .or_else(|| count_then_write::judge(cx, w, &mut reported))
+            .or_else(|| {
+                (!stale_writes.contains(&w))
+                    .then(|| check_then_set::judge(cx, w, &mut reported))
+                    .flatten()
+            })
+        {
             out.push(d);
         }
     }
@@ -305,7 +319,7 @@ fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> b
 fn only_skips_unchanged(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
     let unchanged = |t: u32| {
         matches!(&cx.body.events[t as usize].kind, EventKind::Cond(test)
-            if test.comparison != crate::ir::Comparison::Other)
+            if matches!(test.comparison, crate::ir::Comparison::Equal | crate::ir::Comparison::NotEqual))
             && in_transaction::sets_compared_value(cx, t, r, w)
     };
     let deciding: Vec<u32> = query::tests_of(cx.body, r)
