@@ -162,6 +162,21 @@ pub(super) fn classify(
         return Some(e);
     }
 
+    // A Kubernetes Lease patched (`leases.patch(name, &params, &Patch::Merge(..)).await`): the
+    // leader election's lease written. Merge, strategic and apply patches replace what they name
+    // whatever the object holds now, unless they carry `metadata.resourceVersion`.
+    if *recv == Class::KubeLeases
+        && let Some(step) = call.steps.first()
+        && step.name == "patch"
+        && step.args.len() == 3
+        && step.awaited
+    {
+        let mut e = Effect::new(EffectKind::Write, "patches a Kubernetes Lease");
+        e.table = Some(Name::new("lease"));
+        e.lease = true;
+        return Some(e);
+    }
+
     // Locks.
     let lock_at = call
         .steps

@@ -41,6 +41,8 @@ pub enum Class {
     ConcurrentMap,
     /// A distributed lock manager (`rslock::LockManager`, redlock): `lock(..)` takes a lease.
     DistLock,
+    /// A Kubernetes client for `Lease` objects (kube's `Api<Lease>`): leader election's lease.
+    KubeLeases,
     DelayQueue,
     /// A struct of the crate.
     User(Name),
@@ -188,6 +190,16 @@ fn class_of_shape(
     }
     // By name only a library's: the crate's own `LockManager` (a mutex per key, say) is known
     // by its methods.
+    // kube's `Api<Lease>`: the API server's Lease objects, which leader elections hold.
+    if name == "Api"
+        && (lower == "api" || lower.starts_with("kube"))
+        && rest
+            .split(' ')
+            .next()
+            .is_some_and(|g| g.rsplit(':').next() == Some("lease"))
+    {
+        return Class::KubeLeases;
+    }
     if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w))
         && !is_own_type(full, name.as_str(), facts, package)
     {

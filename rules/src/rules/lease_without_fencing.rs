@@ -29,6 +29,12 @@ declare_rule! {
     /// when the key does not name the holder: rows an update hands over to another holder, or
     /// a filter that is not the row's own key (`task_id` on `task_runs`).
     ///
+    /// And a Kubernetes Lease — the object leader elections hold — patched through kube's
+    /// `Api<Lease>` with no `resourceVersion` precondition: a merge, strategic or apply patch of
+    /// `holderIdentity` or `renewTime` that the API server applies whatever the Lease holds now.
+    /// It is reported where the patch is built: a helper that forwards its caller's patch is
+    /// judged at each call.
+    ///
     /// It stays silent for a write on the connection that holds the advisory lock (the session
     /// that loses the lock loses the write too), for a transaction advisory lock
     /// (`pg_advisory_xact_lock`: the writes of that transaction commit or fail with it), for
@@ -78,9 +84,13 @@ declare_rule! {
     ///
     /// ### Known problems
     ///
-    /// Leases the analyzer does not recognise — etcd, ZooKeeper or Kubernetes leases, leader
-    /// elections — are not checked; of a lease row in a table only the renewal is (what the
-    /// holder writes elsewhere after its lease lapsed is not tied to the lease). A renewal
+    /// Leases the analyzer does not recognise — etcd, ZooKeeper or Consul leases, leader
+    /// elections of other libraries — are not checked; of a lease row in a table only the
+    /// renewal is, and of a Kubernetes Lease only its patches (what the holder writes elsewhere
+    /// after its lease lapsed is not tied to the lease). A Lease patch counts as conditional
+    /// when the body looks at any `resource_version` or builds a JSON patch (`Patch::Json`, whose
+    /// `test` operation can compare), without checking that the patch carries it; a Lease
+    /// reached through a dynamic client (`Api<DynamicObject>`) is not seen. A renewal
     /// through a stored procedure (`SELECT keep_alive($1)`) is not seen. A token
     /// checked inside the called service is not seen: any argument named like a token, or the
     /// lease guard itself, counts as passing it. A write through a helper after a session
@@ -102,7 +112,11 @@ fn is_lease(e: &Effect) -> bool {
 fn applies(cx: &RuleCx<'_>) -> bool {
     (cx.kinds().has(EffectKind::Lock) || cx.kinds().has(EffectKind::Claim))
         && cx.effects().any_order().any(is_lease)
-        || cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(renews)
+        || cx.kinds().has(EffectKind::Write)
+            && cx
+                .effects()
+                .any_order()
+                .any(|e| renews(e) || e.kind == EffectKind::Write && e.lease)
 }
 
 /// An update that pushes a lease row's expiry or heartbeat forward (`SET lease_expires_at =
@@ -186,11 +200,89 @@ fn renewal_without_holder(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// A Kubernetes Lease patched with no `resourceVersion` precondition (a merge, strategic or
+/// apply patch of `holderIdentity`, `renewTime`, ..): the API server applies it whatever the
+/// Lease holds now. Judged where the patch is built: a helper that patches with the patch its
+/// caller hands it (`fn patch(&self, p: &Patch<P>)`) is judged at each call.
+fn lease_patched_unconditionally(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    for w in 0..cx.body.events.len() as u32 {
+        let Some(e) = cx.effs(w).find(|e| e.kind == EffectKind::Write && e.lease) else {
+            continue;
+        };
+        let built_here = match e.via {
+            None => !patch_handed_in(cx.body, w),
+            Some(h) => {
+                let helper = RuleCx::new(cx.krate, h);
+                (0..helper.body.events.len() as u32).any(|i| {
+                    helper
+                        .effs(i)
+                        .any(|x| x.kind == EffectKind::Write && x.lease && x.via.is_none())
+                        && patch_handed_in(helper.body, i)
+                })
+            }
+        };
+        if !built_here || names_resource_version(cx.body) {
+            continue;
+        }
+        let mut d = cx.diag(
+            &RULE,
+            w,
+            "a Kubernetes Lease is patched with no `resourceVersion`: a holder that lost the lease overwrites the new holder's".to_string(),
+        );
+        d.primary_label = Some(format!(
+            "{}: a merge, strategic or apply patch is applied whatever the Lease holds now",
+            e.what
+        ));
+        d.notes.extend(cx.chain_notes(e));
+        d.notes.push(
+            "two candidates that both read the Lease as expired both take it, and a holder whose lease was taken over renews or releases the new holder's lease"
+                .to_string(),
+        );
+        d.help = Some(
+            "read the Lease, change it and `replace` it (the API server answers 409 Conflict when it changed since the read), or put the `resourceVersion` read into the patch's metadata; treat the conflict as a lost lease".to_string(),
+        );
+        out.push(d);
+        return;
+    }
+}
+
+/// Is the patch of the Lease patch at `w` (its third argument) a parameter of the body?
+fn patch_handed_in(body: &crate::ir::Body, w: u32) -> bool {
+    let EventKind::Call(c) = &body.events[w as usize].kind else {
+        return false;
+    };
+    c.steps
+        .first()
+        .and_then(|s| s.args.get(2))
+        .and_then(|a| a.paths.first())
+        .is_some_and(|p| body.params.iter().any(|(n, _)| n == query::first(p)))
+}
+
+/// Does the body look at a `resource_version` (to put it in the patch, or to compare it) or
+/// build a JSON patch (`Patch::Json`, whose `test` operation can compare)?
+fn names_resource_version(body: &crate::ir::Body) -> bool {
+    let rv = |p: &Name| p.split('.').any(|s| s == "resource_version");
+    body.events.iter().any(|ev| match &ev.kind {
+        EventKind::Bind(b) => b.deps.iter().any(rv),
+        EventKind::Assign(a) => a.deps.iter().any(rv) || rv(&a.target),
+        EventKind::Cond(t) => t.deps.iter().any(rv),
+        EventKind::Call(c) => {
+            c.recv.iter().any(|r| r == "resource_version")
+                || c.all_args().flat_map(|a| &a.paths).any(rv)
+                || c.func.len() >= 2
+                    && c.func[c.func.len() - 2] == "Patch"
+                    && c.func_last() == "Json"
+        }
+        _ => false,
+    })
+}
+
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
     renewal_without_holder(cx, out);
+    lease_patched_unconditionally(cx, out);
     let binders = query::binders(cx.body);
     let events = cx.body.events.len() as u32;
     for a in 0..events {
