@@ -54,6 +54,8 @@ declare_rule! {
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. One stale read is reported once, at its first write.
+    /// A second look at the state under an exclusive lock still held at the write (look, take
+    /// the connect lock, look again, then take the slot's own lock to store) is the re-read.
     /// Taking an in-memory entry out by its key (`map.remove(&k)`) after asking only whether it
     /// was there (`contains_key`, `is_some()`, `if let Some(..)`) is not reported when nothing
     /// acts after the removal on its path: removing it twice changes nothing.

@@ -70,7 +70,10 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             if super::only_skips_unchanged(cx, r, w) {
                 continue;
             }
-            if callee_retests(cx, w, r, effect.via) || cx.held_across(r, w) {
+            if callee_retests(cx, w, r, effect.via)
+                || cx.held_across(r, w)
+                || rechecked_under_held_lock(cx, r, w, wtable)
+            {
                 continue;
             }
             if !reported.first(r) {
@@ -98,6 +101,21 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         }
     }
     Verdict::Clean
+}
+
+/// Was the state read at `r` read again, and the new value used, after `r` and under an
+/// exclusive lock still held at the write `w` (the double-checked form across two locks: look,
+/// take the connect lock, look again, then take the slot's own lock to store)? The write then
+/// acts on what was read under the lock that serialises the writers, not on the first look.
+fn rechecked_under_held_lock(cx: &RuleCx<'_>, r: u32, w: u32, wtable: Option<&str>) -> bool {
+    (r + 1..w).any(|r2| {
+        !cx.detached(r2)
+            && cx.effs(r2).any(|e| {
+                e.kind == EffectKind::Read && query::same_state(e.table.as_deref(), wtable)
+            })
+            && query::result_used(cx.body, r2)
+            && cx.held_across(r2, w)
+    })
 }
 
 /// Is the state tested again through the guard the lock at `p` returned, before the write at
