@@ -212,7 +212,20 @@ pub(super) fn classify(
     if !is_lock {
         return None;
     }
-    let lock_place = Name::join(&call.recv, ".");
+    // `memory_cache().read()`: a fn that hands out one lock (a static's accessor) names it; two
+    // such fns are two places, not one unnamed one.
+    let lock_place = if call.recv.is_empty() && !call.func.is_empty() && lock_at > 0 {
+        let mut p = format!("{}()", call.func.join("::"));
+        for s in &call.steps[1..lock_at] {
+            if let Some(f) = s.name.strip_prefix('.') {
+                p.push('.');
+                p.push_str(f);
+            }
+        }
+        Name::from(p)
+    } else {
+        Name::join(&call.recv, ".")
+    };
     let rest: Vec<&str> = call.steps[lock_at + 1..]
         .iter()
         .map(|s| s.name.as_str())
