@@ -233,6 +233,56 @@ pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
     set
 }
 
+/// [`derived`] as it stands at event `to`: a local bound inside a branch that always leaves
+/// (`if let Some(hit) = cached { let body = hit.body; return Ok(body) }`) and that branch closed
+/// before `to` cannot reach it, so what was bound (or shadowed) in there is undone at its end:
+/// a later, unrelated `body` is not taken for one derived from the read.
+pub fn derived_before(body: &Body, from: u32, to: u32) -> FxHashSet<Name> {
+    let mut set: FxHashSet<Name> = FxHashSet::default();
+    // Per open region: for a branch that always leaves, what was changed in it (the name and
+    // whether it was in the set before), to undo at its end.
+    let mut undo: Vec<Option<Vec<(Name, bool)>>> = Vec::new();
+    let end = (to as usize).min(body.events.len());
+    for ev in body.events.get(from as usize..end).unwrap_or_default() {
+        match &ev.kind {
+            EventKind::Enter(Region::Branch { diverges: true, .. }) => undo.push(Some(Vec::new())),
+            EventKind::Enter(_) => undo.push(None),
+            EventKind::Leave => {
+                if let Some(Some(log)) = undo.pop() {
+                    for (n, was) in log.into_iter().rev() {
+                        if was {
+                            set.insert(n);
+                        } else {
+                            set.remove(&n);
+                        }
+                    }
+                }
+            }
+            EventKind::Bind(b) => {
+                let direct = b.calls.contains(&from);
+                let via = b.deps.iter().any(|d| set.contains(first(d)));
+                let log = undo.iter_mut().rev().find_map(|l| l.as_mut());
+                let mut changes: Vec<(Name, bool)> = Vec::new();
+                for n in b.names.iter().filter(|n| n.as_str() != "_") {
+                    let was = set.contains(n);
+                    if direct || via {
+                        set.insert(n.clone());
+                    } else {
+                        // Shadowed by a value that does not come from the read.
+                        set.remove(n);
+                    }
+                    changes.push((n.clone(), was));
+                }
+                if let Some(log) = log {
+                    log.extend(changes);
+                }
+            }
+            _ => {}
+        }
+    }
+    set
+}
+
 /// The first segment of a dotted place (`order` of `order.id`).
 pub fn first(path: &str) -> &str {
     path.split('.').next().unwrap_or(path)
@@ -338,7 +388,7 @@ pub fn result_used(body: &Body, r: u32) -> bool {
 
 /// Does event `w` (a call or an assignment) use a value derived from the result of call `r`?
 pub fn depends_on(body: &Body, w: u32, r: u32) -> bool {
-    let derived = derived(body, r);
+    let derived = derived_before(body, r, w);
     let uses = |p: &Name| derived.contains(first(p));
     match &body.events[w as usize].kind {
         EventKind::Assign(a) => a.deps.iter().any(uses),
@@ -423,5 +473,56 @@ pub(crate) fn not_acquired(cx: &crate::rules::RuleCx<'_>, t: u32, test: &Test) -
             branches.first().copied().into_iter().collect()
         }
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(src: &str) -> Body {
+        let lines = crate::parse::LineIndex::new(src);
+        let mut ir = crate::lower::parse_and_lower(src, &lines, &crate::Knowledge::default())
+            .expect("the source parses");
+        ir.bodies.remove(0)
+    }
+
+    fn call_named(b: &Body, name: &str) -> u32 {
+        b.events
+            .iter()
+            .position(|e| matches!(&e.kind, EventKind::Call(c) if c.head() == name))
+            .expect("the call") as u32
+    }
+
+    #[test]
+    fn a_local_bound_in_a_branch_that_leaves_does_not_reach_past_it() {
+        let b = body(
+            "fn f(cache: &Cache, key: &str, v: u32) {
+                 let hit = cache.load(key);
+                 if let Some(h) = hit {
+                     let v = h.value;
+                     return;
+                 }
+                 cache.store(key, v);
+             }",
+        );
+        let (load, store) = (call_named(&b, "load"), call_named(&b, "store"));
+        assert!(
+            derived(&b, load).contains("v"),
+            "the whole-body view keeps it"
+        );
+        assert!(!depends_on(&b, store, load));
+        let kept = body(
+            "fn f(cache: &Cache, key: &str) {
+                 let hit = cache.load(key);
+                 let v = hit.value;
+                 if v > 3 {
+                     return;
+                 }
+                 cache.store(key, v);
+             }",
+        );
+        let (load, store) = (call_named(&kept, "load"), call_named(&kept, "store"));
+        assert!(depends_on(&kept, store, load));
     }
 }

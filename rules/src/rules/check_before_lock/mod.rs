@@ -45,7 +45,7 @@ declare_rule! {
     /// flow stops, or the set sits in a branch the test opens), and the same entry — both calls
     /// pass the same key value — is set in a second step while the work it gates runs on the
     /// same path. A cache filled on a miss with what a lookup after the miss returned is not
-    /// reported. And the limit check: the rows of a table counted (`SELECT count(*)`, `.count(db)`,
+    /// reported, in a key-value store or in memory (`map.insert(k, v)`, an LRU's `put(k, v)`). And the limit check: the rows of a table counted (`SELECT count(*)`, `.count(db)`,
     /// or a list read whose length is compared), the count compared with a bound (`taken >=
     /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
     /// nothing held over the two: two requests both pass and the cap is crossed, or the last

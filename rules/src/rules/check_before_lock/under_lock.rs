@@ -260,13 +260,14 @@ pub(super) fn own_accessor(
         })
 }
 
-/// `map.insert(key, value)` where the value does not come from the read: filling a cache.
+/// `map.insert(key, value)` (an LRU's `put`) where the value does not come from the read:
+/// filling a cache.
 pub(super) fn is_fill(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     match &cx.body.events[w as usize].kind {
         EventKind::Call(c) => {
             c.steps
                 .last()
-                .is_some_and(|s| s.name == "insert" && s.args.len() == 2)
+                .is_some_and(|s| matches!(s.name.as_str(), "insert" | "put") && s.args.len() == 2)
                 && !query::depends_on(cx.body, w, r)
         }
         _ => false,
