@@ -186,7 +186,13 @@ fn namespaced(call: &Call, recv: &Class) -> Option<Effect> {
     );
     e.kv = true;
     e.delete = delete;
-    e.token = is_token_name(ns);
+    // What the entries are, by the namespace (`Cache::AuthCode`) or by the key they are found
+    // by (`kv.get(Cache::Pow, challenge)`, `kv.delete(Cache::Pow, pow.challenge)`: a nonce).
+    let key_names_token = step.args[1]
+        .paths
+        .first()
+        .is_some_and(|p| is_token_name(p.rsplit('.').next().unwrap_or(p)));
+    e.token = is_token_name(ns) || key_names_token;
     e.table = Some(ns.clone());
     Some(e)
 }

@@ -5,6 +5,7 @@ use super::RuleCx;
 use crate::apis::ONE_ROW_STEPS;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{AssignedValue, Effect, EffectKind};
+use crate::facts::BodyId;
 use crate::ir::EventKind;
 use crate::kb::names::is_token_name;
 use crate::name::Name;
@@ -28,11 +29,17 @@ declare_rule! {
     /// clearing update stores something else (the new password) itself. And the token found
     /// by the caller (a framework that calls `load_grant`, then `issue(&grant)`): the body
     /// deletes it by a field of the value handed in (`grant.code`), on a pool or client of its
-    /// own, with its result ignored and an effect on either side.
+    /// own, with its result ignored and an effect on either side. And a consuming helper: the
+    /// body checks the token and deletes it in a second step with the result ignored, acts on
+    /// nothing itself, and returns normally to a caller in the crate that then acts
+    /// (`take_login_token(token).await?` before the session is created): two concurrent calls
+    /// both find the token and both callers act. A deletion on the way to an error (an expired
+    /// token removed, then `Err`) is no such consumption.
     ///
     /// Tokens kept in a namespaced cache or key-value client count: `kv.get(Bucket::AuthCode,
     /// code)` then `kv.delete(Bucket::AuthCode, code)`, where the namespace names what the
-    /// entries are (an authorization or device code, a login or recovery code, a nonce).
+    /// entries are (an authorization or device code, a login or recovery code, a nonce), or
+    /// the key they are found by does (`kv.get(Cache::Pow, challenge)`).
     ///
     /// ### Why is this bad?
     ///
@@ -326,8 +333,83 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             diag.help = Some("make the deletion the check: test its rows affected (or `DELETE .. RETURNING` one row) and stop before the effect when it removed nothing".to_string());
             diag.notes.extend(cx.chain_notes(eff));
             out.push(diag);
+            continue;
+        }
+        // Checked and deleted here in two steps, with nothing acting after it in this body: a
+        // consuming helper (`check_prevent_reuse(challenge).await?`) whose callers act on its
+        // `Ok`. Two concurrent calls both find the token, both delete it, and both return `Ok`.
+        if let Some(c) = checked.filter(|&c| {
+            !query::tests_of(cx.body, c).is_empty()
+                && !cx.effs(c).any(|e| e.locking)
+                && !cx.serializable_together(c, d)
+        }) && del.delete
+            && !result_checked(cx, d)
+            && !(d + 1..end).any(|e| effect_at(cx, e, del, None).is_some())
+            && !in_failing_branch(cx, d)
+            && let Some((caller, site, e)) = caller_acts(cx, del)
+        {
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token checked, then deleted in a second step; the caller acts on the answer"
+                    .to_string(),
+            );
+            diag.primary_label = Some(format!("{}; its result is not tested", del.what));
+            diag.labels.push(cx.label(c, "token checked here"));
+            let at = cx.krate.body(caller);
+            diag.notes.push(format!(
+                "`{}` calls this at {}:{} and then acts ({} at line {})",
+                at.name(),
+                cx.krate.paths[caller.file as usize],
+                at.events[site as usize].sp.line,
+                e.1,
+                at.events[e.0 as usize].sp.line,
+            ));
+            diag.notes.push(
+                "two concurrent calls both find the token and both delete it, and both callers act"
+                    .to_string(),
+            );
+            diag.help = Some(help());
+            out.push(diag);
         }
     }
+}
+
+/// Is event `i` inside a branch that ends in a failure (an expired token deleted, then `return
+/// Err(..)`): the caller gets the error and does not act.
+fn in_failing_branch(cx: &RuleCx<'_>, i: u32) -> bool {
+    let mut depth = 0u32;
+    for j in (0..i).rev() {
+        match &cx.body.events[j as usize].kind {
+            EventKind::Leave => depth += 1,
+            EventKind::Enter(r) => {
+                if depth == 0 {
+                    if matches!(r, crate::ir::Region::Branch { fails: true, .. }) {
+                        return true;
+                    }
+                } else {
+                    depth -= 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A caller of this body in the crate that, after the call, makes an effect the token guards
+/// on the same path: the caller, the call's event, and the effect (its event and description).
+fn caller_acts(cx: &RuleCx<'_>, del: &Effect) -> Option<(BodyId, u32, (u32, String))> {
+    cx.krate
+        .call_sites(cx.id)
+        .iter()
+        .find_map(|&(caller, site)| {
+            let ccx = RuleCx::new(cx.krate, caller);
+            let end = ccx.reach_end(site);
+            (site + 1..end).find_map(|e| {
+                effect_at(&ccx, e, del, None).map(|x| (caller, site, (e, x.what.to_string())))
+            })
+        })
 }
 
 /// A deletion of one token by the token's own key (its id, its code, or a key the ORM finds
