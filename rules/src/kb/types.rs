@@ -281,6 +281,18 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts, package: u32) -> boo
             || wraps_db_transaction(name, facts, 2)
     };
     match full.split_once("::") {
+        // A module of the crate named like a library (`mod bitcoin`), when the crate declares
+        // no such type: the path names the library's (`bitcoin::Transaction`, written in a
+        // module the crate's `bitcoin` is not in scope of).
+        Some((head, _))
+            if !matches!(head, "crate" | "self" | "super")
+                && facts.is_crate_module(package, head)
+                && !facts.structs.contains_key(name)
+                && !facts.trait_impls.contains_key(name)
+                && !names_db_transaction(name) =>
+        {
+            DB_TRANSACTION_CRATES.contains(&head)
+        }
         // The crate's paths, and associated types of a type or generic parameter
         // (`Self::Transaction`, `C::Transaction`): library crates are lowercase.
         Some((head, _))

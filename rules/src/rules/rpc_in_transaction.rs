@@ -4,7 +4,8 @@
 use super::RuleCx;
 use crate::diagnostic::Diagnostic;
 use crate::effects::EffectKind;
-use crate::query::TX_PARAM;
+use crate::ir::EventKind;
+use crate::query::{self, TX_PARAM};
 
 declare_rule! {
     /// ### What it does
@@ -57,9 +58,12 @@ declare_rule! {
     /// database crate, one written bare, an associated `Transaction` type, or the crate's own
     /// type named for a database transaction or holding one in its fields; a Bitcoin or other
     /// domain transaction (`bitcoin::Transaction`, also a field typed `Transaction` in a file
-    /// that imports it from such a library, a wallet's transaction record) is not, so a
-    /// crate that wraps its database transaction in a type with neither the name nor a field
-    /// that says so is not seen.
+    /// that imports it from such a library, a wallet's transaction record, a path through a
+    /// module of the crate named like the library when the crate declares no such type) is
+    /// not, so a crate that wraps its database transaction in a type with neither the name nor
+    /// a field that says so is not seen. A transaction handed in that the remote call itself
+    /// sends (`http.post(..).json(tx)`, a ledger's transaction broadcast) is taken for a
+    /// domain transaction: a database transaction is never sent to another service.
     pub(crate) static RULE = {
         name: "rpc-in-transaction",
         level: Error,
@@ -85,6 +89,23 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(remote) = cx.eff(i, EffectKind::Remote) else {
             continue;
         };
+        // The "transaction" handed in is what the remote call itself sends
+        // (`client.broadcast_tx(tx)`): a ledger's transaction being broadcast, not a database
+        // transaction left open. (A crate helper handed the transaction does its database work
+        // in it.)
+        if tx.event == TX_PARAM
+            && remote.via.is_none()
+            && let (Some(param), EventKind::Call(call)) = (
+                cx.effects().body.tx_param.as_ref(),
+                &cx.body.events[i as usize].kind,
+            )
+            && call
+                .all_args()
+                .flat_map(|a| &a.paths)
+                .any(|p| query::first(p) == param.as_str())
+        {
+            continue;
+        }
         let message = match remote.via {
             Some(c) => format!(
                 "`{}` makes a remote call while a database transaction is open",
