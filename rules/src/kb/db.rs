@@ -437,12 +437,12 @@ fn counts_rows(call: &Call) -> bool {
     })
 }
 
-/// `self.status = new_status; self.update(db).await` (or on a row the body read or was handed) where the
-/// crate defines no such method: a derive or an attribute macro generates the save (sqlx-crud,
-/// a crate's own `#[db]` macro). The receiver is a crate type whose fields the body assigned
-/// (all of them fields of the type, when the crate declares it) and the one argument a
-/// database handle (a pool, a connection, or a crate struct that holds one): the save writes
-/// the row with those fields.
+/// `self.status = new_status; self.update(db).await` (or the same on a row the body read or
+/// was handed) where the crate defines no such method: a derive or an attribute macro
+/// generates the save (sqlx-crud, a crate's own `#[db]` macro). The receiver is a crate type
+/// whose fields the body assigned (all of them fields of the type, when the crate declares it)
+/// and the one argument a database handle (a pool, a connection, or a crate struct that holds
+/// one): the save writes the row with those fields.
 fn saved_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
     let (Class::User(ty), [root]) = (recv, call.recv.as_slice()) else {
         return false;

@@ -188,8 +188,6 @@ fn class_of_shape(
     {
         return Class::ConcurrentMap;
     }
-    // By name only a library's: the crate's own `LockManager` (a mutex per key, say) is known
-    // by its methods.
     // kube's `Api<Lease>`: the API server's Lease objects, which leader elections hold.
     if name == "Api"
         && (lower == "api" || lower.starts_with("kube"))
@@ -200,6 +198,8 @@ fn class_of_shape(
     {
         return Class::KubeLeases;
     }
+    // By name only a library's: the crate's own `LockManager` (a mutex per key, say) is known
+    // by its methods.
     if DIST_LOCK_TYPES.iter().any(|w| has(&lower, w))
         && !is_own_type(full, name.as_str(), facts, package)
     {
