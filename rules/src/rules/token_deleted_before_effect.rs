@@ -249,14 +249,18 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(diag);
             continue;
         }
-        // Checked, then consumed by a deletion whose result nobody looks at, and the effect
-        // follows in the deletion's own transaction: both duplicates pass the check, the second
-        // deletion removes nothing, and neither notices.
-        if let Some(c) = checked.filter(|&c| {
+        // A check by a plain read whose result is tested (no row lock, no serializable
+        // transaction over the check and the deletion): duplicates can both pass it.
+        let plain_check = checked.filter(|&c| {
             !query::tests_of(cx.body, c).is_empty()
                 && !cx.effs(c).any(|e| e.locking)
                 && !cx.serializable_together(c, d)
-        }) && (!result_checked(cx, d) || cleared_by_key(del))
+        });
+        // Checked, then consumed by a deletion whose result nobody looks at, and the effect
+        // follows in the deletion's own transaction: both duplicates pass the check, the second
+        // deletion removes nothing, and neither notices.
+        if let Some(c) = plain_check
+            && (!result_checked(cx, d) || cleared_by_key(del))
             && let Some((e, eff)) = carries_effect(del)
                 .then_some((d, del))
                 .or_else(|| (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x))))
@@ -338,11 +342,8 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // Checked and deleted here in two steps, with nothing acting after it in this body: a
         // consuming helper (`check_prevent_reuse(challenge).await?`) whose callers act on its
         // `Ok`. Two concurrent calls both find the token, both delete it, and both return `Ok`.
-        if let Some(c) = checked.filter(|&c| {
-            !query::tests_of(cx.body, c).is_empty()
-                && !cx.effs(c).any(|e| e.locking)
-                && !cx.serializable_together(c, d)
-        }) && del.delete
+        if let Some(c) = plain_check
+            && del.delete
             && !result_checked(cx, d)
             && !(d + 1..end).any(|e| effect_at(cx, e, del, None).is_some())
             && !in_failing_branch(cx, d)

@@ -47,7 +47,8 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         {
             return None;
         }
-        let c = (r + 1..w).find(|&c| bound_test(cx, c, r, read.counts) && decides(cx, c, r, w))?;
+        let counted = Counted::of(cx, r, read.counts);
+        let c = (r + 1..w).find(|&c| bound_test(cx, c, r, &counted) && decides(cx, c, r, w))?;
         reported.first(r);
         let table = write.table.as_deref().unwrap_or("the table");
         let verb = if write.insert { "inserted" } else { "deleted" };
@@ -84,11 +85,27 @@ fn counted(e: &Effect, write: &Effect) -> bool {
         && query::same_table_prefixed(e.table.as_deref(), write.table.as_deref())
 }
 
+/// What holds the count read at `r`: the locals a counting read's value flows into, or the
+/// list a read of rows is bound to (its length is the count, not a field of one of its rows).
+enum Counted {
+    Value(crate::fxhash::FxHashSet<crate::name::Name>),
+    List(Vec<crate::name::Name>),
+}
+
+impl Counted {
+    fn of(cx: &RuleCx<'_>, r: u32, counts: bool) -> Counted {
+        if counts {
+            Counted::Value(query::derived(cx.body, r))
+        } else {
+            Counted::List(query::binders(cx.body).swap_remove(r as usize))
+        }
+    }
+}
+
 /// Is the test at `c` an ordering comparison of the count read at `r` with a bound (`count >=
-/// limit`, `owners.len() <= 1`)? The count is the value a counting read returned, or the length
-/// of the list a read returned (`rows.len()`), not a field of one of its rows. `len() > 0` only
-/// asks whether there are rows.
-fn bound_test(cx: &RuleCx<'_>, c: u32, r: u32, counts: bool) -> bool {
+/// limit`, `owners.len() <= 1`, the list itself tested: `owners`)? `len() > 0` only asks
+/// whether there are rows.
+fn bound_test(cx: &RuleCx<'_>, c: u32, r: u32, counted: &Counted) -> bool {
     let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
         return false;
     };
@@ -98,20 +115,20 @@ fn bound_test(cx: &RuleCx<'_>, c: u32, r: u32, counts: bool) -> bool {
     {
         return false;
     }
-    if counts {
-        let derived = query::derived(cx.body, r);
-        return t.calls.contains(&r) || t.deps.iter().any(|d| derived.contains(query::first(d)));
+    match counted {
+        Counted::Value(derived) => {
+            t.calls.contains(&r) || t.deps.iter().any(|d| derived.contains(query::first(d)))
+        }
+        Counted::List(rows) => {
+            t.deps.iter().any(|d| rows.contains(d))
+                || t.calls.iter().any(|&k| {
+                    matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
+                        if matches!(call.steps.first().map(|s| s.name.as_str()), Some("len" | "count"))
+                            && call.recv.len() == 1
+                            && rows.contains(&call.recv[0]))
+                })
+        }
     }
-    // The list itself (`owners.len() <= 1` tests `owners`), not a field of one of its rows.
-    let binders = query::binders(cx.body);
-    let rows = &binders[r as usize];
-    t.deps.iter().any(|d| rows.contains(d))
-        || t.calls.iter().any(|&k| {
-            matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
-            if matches!(call.steps.first().map(|s| s.name.as_str()), Some("len" | "count"))
-                && call.recv.len() == 1
-                && rows.contains(&call.recv[0]))
-        })
 }
 
 /// Was something that serialises the writers held from before the count to the write: a row
