@@ -546,6 +546,17 @@ pub fn is_fencing_column(column: &str) -> bool {
     }) || is_owner_column(column)
 }
 
+/// A column that counts the rounds of a record (`version`, `definition_generation`, `epoch`,
+/// `attempt`): it exists to change, so a test of it is never a test of something settled.
+pub fn is_round_column(column: &str) -> bool {
+    words(column).any(|w| {
+        matches!(
+            w.as_str(),
+            "version" | "generation" | "gen" | "revision" | "rev" | "etag" | "epoch" | "attempt"
+        )
+    })
+}
+
 /// A column marking a record deleted (`deleted`, `is_deleted`, `deleted_at`, `time_deleted`):
 /// a filter on it keeps a write off records already gone.
 pub fn is_deletion_marker(column: &str) -> bool {

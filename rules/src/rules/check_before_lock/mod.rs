@@ -435,7 +435,8 @@ pub(super) fn acts(cx: &RuleCx<'_>, i: u32) -> bool {
 
 /// Does the test at `c` look only at columns of the row read at `r` that the crate gives when
 /// the row is created and never updates (an owner, a namespace, a `local` flag), each as a
-/// plain field of the value read (`key.ns`)? A state column is never taken for fixed.
+/// plain field of the value read (`key.ns`)? A state column, or one counting rounds (a version,
+/// a generation), is never taken for fixed.
 pub(super) fn fixed_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
     let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
         return false;
@@ -457,6 +458,7 @@ pub(super) fn fixed_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
             field.is_some_and(|f| {
                 rest.is_none()
                     && !crate::kb::names::is_state_column(f)
+                    && !crate::kb::names::is_round_column(f)
                     && cx.krate.fixed_column(table, f)
             })
         })
@@ -588,7 +590,7 @@ fn removal_ends_path(cx: &RuleCx<'_>, w: u32) -> bool {
 
 /// Does the test at `c` only ask whether something is there (`is_some()`, `contains_key(..)`,
 /// `if let Some(..)`, `is_empty()`), not what its value is?
-fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
+pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
     const PRESENCE: &[&str] = &["Some", "None", "Ok", "Err", "_"];
     let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
         // A `?` or `let else` on the lookup itself.

@@ -59,7 +59,8 @@ pub(super) fn unprotected(
             continue;
         }
         // The test looks at a value read (`balance < amount`, `flight.seats_left == 0`), not
-        // only at whether the row exists (`let Some(row) = find(..) else { return 404 }`).
+        // only at whether the row exists (`let Some(row) = find(..) else { return 404 }`, a
+        // `match` on `Some` / `None`): a write by the key of a row found writes nothing stale.
         let derived = query::derived(cx.body, r);
         let tests = query::tests_of(cx.body, r);
         let Some(c) = tests
@@ -69,6 +70,7 @@ pub(super) fn unprotected(
                 c > r
                     && c < w
                     && tests_read(cx, c, r)
+                    && !super::presence_test(cx, c, r)
                     && !super::fixed_test(cx, c, r)
                     && !super::marks_once(cx, c, r, w)
                     && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
