@@ -102,6 +102,9 @@ pub(crate) struct Effect {
     pub locking: bool,
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
+    /// A read that orders what it finds (`ORDER BY ..`, diesel's `.order(..)`, sea-orm's
+    /// `.order_by_desc(..)`): it picks among several rows with the columns it filters on.
+    pub ordered: bool,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
@@ -181,6 +184,7 @@ impl Effect {
             table: None,
             locking: false,
             counts: false,
+            ordered: false,
             conditional: false,
             ident_guard: false,
             delete: false,

@@ -66,6 +66,9 @@ pub struct SqlInfo {
     pub serializable: bool,
     /// A `SELECT` that counts rows: `count(..)` in its projection (before its `FROM`).
     pub counts: bool,
+    /// A `SELECT` that orders what it finds (`ORDER BY sent_at DESC LIMIT 1`): it picks among
+    /// several rows with the columns it filters on.
+    pub ordered: bool,
     /// An advisory lock the statement takes: PostgreSQL's `pg_advisory_lock` /
     /// `pg_try_advisory_lock` (held by the session, across transactions) or the
     /// `pg_advisory_xact_lock` forms (ended by the transaction), MySQL's `GET_LOCK` (session).
@@ -291,6 +294,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
         counts: false,
+        ordered: false,
         advisory: toks.iter().find_map(|t| match t {
             Tok::Word(w, false) => {
                 let (session, attempt, unlock) = match w.as_str() {
@@ -358,6 +362,9 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         info.counts = projection
             .windows(2)
             .any(|w| w[0].is_kw("count") && matches!(w[1], Tok::Open));
+        info.ordered = toks[start..]
+            .windows(2)
+            .any(|w| w[0].is_kw("order") && w[1].is_kw("by"));
     }
     // Tables: identifiers after FROM / JOIN / UPDATE / INTO.
     for i in 0..toks.len() {
@@ -784,6 +791,16 @@ mod tests {
         assert!(i.locking);
         let j = classify("SELECT status FROM seats WHERE id = ?").unwrap();
         assert!(!j.locking);
+    }
+
+    #[test]
+    fn a_select_that_orders_what_it_finds() {
+        let ordered = |q: &str| classify(q).unwrap().ordered;
+        assert!(ordered(
+            "SELECT state FROM emails WHERE user_id = $1 ORDER BY sent_at DESC LIMIT 3"
+        ));
+        assert!(!ordered("SELECT state FROM emails WHERE user_id = $1"));
+        assert!(!ordered("SELECT id, \"order\" FROM steps WHERE job = $1"));
     }
 
     #[test]

@@ -243,6 +243,7 @@ pub(super) fn classify(
             .iter()
             .any(|s| DIESEL_ROW_LOCKS.contains(&s.name.as_str()));
         e.counts = counts_rows(call);
+        e.ordered = orders_rows(call);
         return Some(e);
     }
 
@@ -277,6 +278,7 @@ pub(super) fn classify(
                 .iter()
                 .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
             e.counts = counts_rows(call);
+        e.ordered = orders_rows(call);
             return Some(e);
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
@@ -425,6 +427,13 @@ fn own_active_model(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
 
 /// `.count()` among the steps of an ORM read (diesel's `.count().get_result(conn)`, sea-orm's
 /// `.count(db)`), or `count_star()` / `count(..)` selected: the read counts rows.
+/// diesel's `.order(..)` / `.then_order_by(..)`, sea-orm's `.order_by_desc(..)` and the like.
+fn orders_rows(call: &Call) -> bool {
+    call.steps.iter().any(|s| {
+        matches!(s.name.as_str(), "order" | "then_order_by") || s.name.starts_with("order_by")
+    })
+}
+
 fn counts_rows(call: &Call) -> bool {
     call.steps.iter().any(|s| {
         s.name == "count"
@@ -638,6 +647,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
     e.counts = sql.counts;
+    e.ordered = sql.ordered;
     e.conditional = sql.is_conditional();
     e.ident_guard = sql
         .where_cols

@@ -32,14 +32,16 @@ declare_rule! {
     /// Also flags a plain `SELECT` inside a transaction, a branch on its result, then an `UPDATE`
     /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
     /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
-    /// added: one row read with no lock and no transaction, a value of it tested, and the row
-    /// written back by key with a value computed from the read (a lost update) — also when the
+    /// added: one row read with no lock and no transaction, a value of it tested (not only
+    /// whether the row is there), and the row written back by key with a value computed from the read (a lost update) — also when the
     /// model read is saved back whole through the crate's own upsert (`share.save(db)` running
     /// `INSERT .. ON CONFLICT (id) DO UPDATE`) after the tested field was changed. And the
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
     /// insert of a row with those columns, with no lock over the two, when the project's schema
     /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within
-    /// those columns: two requests both find nothing and both insert. And the check-then-set of
+    /// those columns: two requests both find nothing and both insert (a lookup that orders what
+    /// it finds, `ORDER BY sent_at DESC LIMIT 1`, reads the newest of several rows the table
+    /// holds by design, and is no such test). And the check-then-set of
     /// a key-value entry (a cooldown, a rate limit, an "already sent" marker: Redis `GET` then
     /// `SET` without `NX`, a namespaced cache's `get` then `put`): the entry is tested (the
     /// flow stops, or the set sits in a branch the test opens), and the same entry — both calls
