@@ -55,7 +55,9 @@ declare_rule! {
     /// reported.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
-    /// written value comes from the read. One stale read is reported once, at its first write.
+    /// written value comes from the read. A write whose own filter tests again the column the
+    /// check looked at (`.. WHERE id = $1 AND state = 'open'`) takes the decision again when it
+    /// writes, and is not stale. One stale read is reported once, at its first write.
     /// A second look at the state under an exclusive lock still held at the write (look, take
     /// the connect lock, look again, then take the slot's own lock to store) is the re-read.
     /// Taking an in-memory entry out by its key (`map.remove(&k)`) after asking only whether it
@@ -344,6 +346,15 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
         .filter(|&c| c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w))
         .collect();
     let first = *deciding.first()?;
+    // The write re-tests in its filter what the check looked at; the rest only asked whether
+    // the row is there.
+    if deciding.iter().any(|&c| write_rechecks(cx, c, w))
+        && deciding
+            .iter()
+            .all(|&c| write_rechecks(cx, c, w) || presence_test(cx, c, r))
+    {
+        return None;
+    }
     let presence = |c: &u32| presence_test(cx, *c, r);
     // Only columns fixed at the row's creation tested (`if key.ns != ns`), or a set-once marker
     // the write sets, besides presence: no concurrent writer makes the answer matter.
@@ -572,6 +583,24 @@ fn sets_constants(cx: &RuleCx<'_>, w: u32) -> bool {
                                 | crate::effects::AssignedValue::Now
                         )
                     }))
+    })
+}
+
+/// Does the write at `w` test again, in its own filter, a column the check at `c` looked at
+/// (`if pos.position_state == Open { close(pos.id) }` where `close` runs `UPDATE .. WHERE id = $1
+/// AND position_state = 'Open'`)? Then a stale answer makes the write change nothing: the
+/// decision is taken again by the write itself, whatever is done with its rows affected.
+pub(super) fn write_rechecks(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        return false;
+    };
+    cx.effs(w).any(|e| {
+        e.kind == EffectKind::Write
+            && e.conditional
+            && !e.insert
+            && t.deps.iter().any(|d| {
+                d.contains('.') && e.where_cols.iter().any(|col| col.as_str() == query::last(d))
+            })
     })
 }
 

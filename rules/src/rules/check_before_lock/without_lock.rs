@@ -71,6 +71,7 @@ pub(super) fn unprotected(
                     && c < w
                     && tests_read(cx, c, r)
                     && !super::presence_test(cx, c, r)
+                    && !super::write_rechecks(cx, c, w)
                     && !super::fixed_test(cx, c, r)
                     && !super::marks_once(cx, c, r, w)
                     && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
