@@ -846,6 +846,18 @@ pub(crate) const REDIS_CONNECTION_STEPS: &[&str] = &[
 pub(crate) const HTTP_VERBS: &[&str] =
     &["get", "post", "put", "patch", "delete", "head", "request"];
 
+/// Crates of a remote service's API, whose awaited calls are requests to it
+/// (`stripe::Customer::create(&client, ..).await`, `octocrab::instance().repos(..)..`).
+pub(crate) const REMOTE_API_CRATES: &[&str] = &[
+    "stripe",
+    "async_stripe",
+    "octocrab",
+    "paypal_rs",
+    "sendgrid",
+    "twilio",
+    "mollie_api",
+];
+
 /// Blocking HTTP crates (`ureq::post(url).call()`).
 pub(crate) const BLOCKING_HTTP_CRATES: &[&str] = &["ureq", "minreq", "attohttpc"];
 

@@ -105,6 +105,9 @@ pub(crate) struct Effect {
     /// A read that orders what it finds (`ORDER BY ..`, diesel's `.order(..)`, sea-orm's
     /// `.order_by_desc(..)`): it picks among several rows with the columns it filters on.
     pub ordered: bool,
+    /// A remote call that changes nothing at the remote: an HTTP `GET` / `HEAD`, an AWS
+    /// `get_*` / `list_*` / `describe_*`, a gRPC `Get*` / `List*` method.
+    pub read_only: bool,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
@@ -185,6 +188,7 @@ impl Effect {
             locking: false,
             counts: false,
             ordered: false,
+            read_only: false,
             conditional: false,
             ident_guard: false,
             delete: false,

@@ -32,6 +32,7 @@ impl Exported {
             && mine.in_memory == e.in_memory
             && mine.lease == e.lease
             && mine.attempt == e.attempt
+            && mine.read_only == e.read_only
     }
 }
 

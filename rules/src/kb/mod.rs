@@ -358,6 +358,9 @@ impl Classifier<'_> {
                 if e.clears_token() {
                     e.token = true;
                 }
+                if e.kind == EffectKind::Remote {
+                    e.read_only = net::reads_only(call, &recv);
+                }
                 effs.push(e);
                 break;
             }

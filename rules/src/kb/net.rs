@@ -5,7 +5,8 @@ use super::names::is_remote_name;
 use super::{Class, Classifier};
 use crate::apis::{
     BLOCKING_HTTP_CRATES, BLOCKING_SEND_STEPS, DATABASE_METHODS, GRPC_REQUEST_FNS, HTTP_VERBS,
-    HYPER_SEND_STEPS, PUBLISH_STEPS, REQWEST_BLOCKING_FNS,
+    HYPER_SEND_STEPS, PUBLISH_STEPS, READ_ONLY_HTTP_STEPS, REMOTE_API_CRATES,
+    REQWEST_BLOCKING_FNS, WRITING_HTTP_STEPS,
 };
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
@@ -105,6 +106,14 @@ pub(super) fn classify(
             ) || matches!(cx.place_class(&parts), Some(Class::Unknown(n)) if n.ends_with("Client") && parts.len() >= 2)
         })
     });
+    // An awaited fn of a remote service's API crate: `stripe::Customer::create(&client, ..)`
+    // whatever the client argument is built from.
+    if REMOTE_API_CRATES.contains(&krate) && call.func.len() >= 2 && call.steps.first().is_some_and(|s| s.awaited) {
+        return Some(Effect::new(
+            EffectKind::Remote,
+            format!("calls the `{krate}` API"),
+        ));
+    }
     if client_arg && !call.func.is_empty() {
         return Some(Effect::new(
             EffectKind::Remote,
@@ -165,6 +174,36 @@ pub(super) fn classify(
         return Some(Effect::new(EffectKind::Remote, "calls an AWS service"));
     }
     None
+}
+
+/// Does the remote call change nothing at the remote? An HTTP request whose verbs are all `get`
+/// / `head`, an AWS SDK operation named `get_*` / `list_*` / `describe_*` / `head_*`, a gRPC
+/// method named `get_*` / `list_*` (the standard methods that only read).
+pub(super) fn reads_only(call: &Call, recv: &Class) -> bool {
+    let names = || call.steps.iter().map(|s| s.name.as_str());
+    let reads = |n: &str| {
+        ["get_", "list_", "describe_", "head_", "batch_get_"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    };
+    // `stripe::Customer::retrieve(..)`, `stripe::Invoice::list(..)`.
+    if matches!(call.func_last(), "retrieve" | "list" | "get" | "search") && call.func.len() >= 2 {
+        return true;
+    }
+    match recv {
+        Class::Aws => names().next().is_some_and(reads),
+        Class::Grpc => call
+            .steps
+            .iter()
+            .find(|s| s.awaited)
+            .is_some_and(|s| reads(&s.name)),
+        _ => {
+            let mut verbs = names().filter(|n| HTTP_VERBS.contains(n)).peekable();
+            verbs.peek().is_some()
+                && verbs.all(|n| READ_ONLY_HTTP_STEPS.contains(&n))
+                && !names().any(|n| WRITING_HTTP_STEPS.contains(&n))
+        }
+    }
 }
 
 /// Is the chain's root a call of a crate fn declared to return a mail transport?

@@ -16,7 +16,9 @@ declare_rule! {
     /// sea-orm `db.transaction(|txn| Box::pin(async move { .. }))`), also one handed to a crate
     /// helper that begins a transaction and calls the closure before committing (`in_tx(pool,
     /// |tx| ..)`). A transaction handed over by value (`ledger.post(tx, ..)`) ends there for
-    /// the caller: the callee owns it, and commits or drops it.
+    /// the caller: the callee owns it, and commits or drops it. A call that only reads at the
+    /// remote (an HTTP `GET` or `HEAD`, an AWS `get_*` / `list_*` / `describe_*` operation, a
+    /// gRPC `get_*` / `list_*` method) is not reported: it commits nothing there.
     ///
     /// ### Why is this bad?
     ///
@@ -86,7 +88,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     for i in 0..cx.body.events.len() as u32 {
         let st = &cx.state(i);
         let Some(tx) = st.txs.last() else { continue };
-        let Some(remote) = cx.eff(i, EffectKind::Remote) else {
+        // A call that only reads at the remote (`GET`, S3 `get_object`) commits nothing there
+        // that a rollback could contradict.
+        let Some(remote) = cx
+            .effs(i)
+            .find(|e| e.kind == EffectKind::Remote && !e.read_only)
+        else {
             continue;
         };
         // The "transaction" handed in is what the remote call itself sends
