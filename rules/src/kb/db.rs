@@ -278,7 +278,7 @@ pub(super) fn classify(
                 .iter()
                 .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
             e.counts = counts_rows(call);
-        e.ordered = orders_rows(call);
+            e.ordered = orders_rows(call);
             return Some(e);
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {

@@ -5,8 +5,8 @@ use super::names::is_remote_name;
 use super::{Class, Classifier};
 use crate::apis::{
     BLOCKING_HTTP_CRATES, BLOCKING_SEND_STEPS, DATABASE_METHODS, GRPC_REQUEST_FNS, HTTP_VERBS,
-    HYPER_SEND_STEPS, PUBLISH_STEPS, READ_ONLY_HTTP_STEPS, REMOTE_API_CRATES,
-    REQWEST_BLOCKING_FNS, WRITING_HTTP_STEPS,
+    HYPER_SEND_STEPS, PUBLISH_STEPS, READ_ONLY_HTTP_STEPS, REMOTE_API_CRATES, REQWEST_BLOCKING_FNS,
+    WRITING_HTTP_STEPS,
 };
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
@@ -108,7 +108,10 @@ pub(super) fn classify(
     });
     // An awaited fn of a remote service's API crate: `stripe::Customer::create(&client, ..)`
     // whatever the client argument is built from.
-    if REMOTE_API_CRATES.contains(&krate) && call.func.len() >= 2 && call.steps.first().is_some_and(|s| s.awaited) {
+    if REMOTE_API_CRATES.contains(&krate)
+        && call.func.len() >= 2
+        && call.steps.first().is_some_and(|s| s.awaited)
+    {
         return Some(Effect::new(
             EffectKind::Remote,
             format!("calls the `{krate}` API"),

@@ -599,7 +599,10 @@ pub(super) fn write_rechecks(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
             && e.conditional
             && !e.insert
             && t.deps.iter().any(|d| {
-                d.contains('.') && e.where_cols.iter().any(|col| col.as_str() == query::last(d))
+                d.contains('.')
+                    && e.where_cols
+                        .iter()
+                        .any(|col| col.as_str() == query::last(d))
             })
     })
 }
