@@ -110,7 +110,16 @@ pub fn classify_body(
                 callees.set(i, called);
             }
             EventKind::Bind(b) => {
-                let class = if let Some(ty) = b.ty() {
+                // A variant's one binding (`Backend::Smtp(transport) =>`): its field's type.
+                let variant_ty = b.variant().and_then(|(en, field)| {
+                    let en = if en == "Self" {
+                        body.self_ty.as_ref()?
+                    } else {
+                        en
+                    };
+                    facts.field_type(en, field)
+                });
+                let class = if let Some(ty) = b.ty().or(variant_ty) {
                     Some(types::class_of(ty, facts, file, cx.memo))
                 } else if let Some(&last) = match b.calls.as_slice() {
                     [] | [_] => b.calls.last(),

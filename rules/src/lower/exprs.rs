@@ -52,7 +52,11 @@ impl BodyLowerer<'_, '_> {
                         fails,
                     }),
                 );
-                self.bind_tested(sp, cond, let_pats);
+                let variant = match &*i.cond {
+                    Expr::Let(l) => super::variant_binding(&l.pat),
+                    _ => None,
+                };
+                self.bind_tested(sp, cond, let_pats, variant);
                 self.block(&i.then_branch);
                 self.push(sp, EventKind::Leave);
                 if let Some((_, els)) = &i.else_branch {
@@ -111,7 +115,7 @@ impl BodyLowerer<'_, '_> {
                     );
                     let mut names = Vec::new();
                     pat_names(&arm.pat, &mut names);
-                    self.bind_tested(asp, cond, names);
+                    self.bind_tested(asp, cond, names, super::variant_binding(&arm.pat));
                     if let Pat::Guard(g) = &arm.pat {
                         let gstart = self.ev.len();
                         self.expr(&g.guard);
@@ -145,7 +149,7 @@ impl BodyLowerer<'_, '_> {
                     TestRole::While,
                     let_patterns(&w.cond),
                 );
-                self.bind_tested(sp, cond, let_pats);
+                self.bind_tested(sp, cond, let_pats, None);
                 self.block(&w.body);
                 self.push(sp, EventKind::Leave);
             }

@@ -145,6 +145,29 @@ impl ItemLowerer<'_, '_> {
                     .structs
                     .push((Name::display(&s.ident), fields));
             }
+            // An enum is kept as a struct whose fields are its variants' (`Smtp.0`,
+            // `Http.client`): what a variant's pattern binds has that field's type.
+            Item::Enum(e) => {
+                self.item_range(&e.attrs, e.enum_token.span, e.enum_token.span);
+                let bounds = types::generic_bounds(&e.generics);
+                let mut fields = Vec::new();
+                for v in &e.variants {
+                    for (i, f) in v.fields.iter().enumerate() {
+                        let field = f
+                            .ident
+                            .as_ref()
+                            .map(|i| Name::display(i))
+                            .unwrap_or_else(|| Name::display(&i));
+                        let mut ty = type_ref(&f.ty);
+                        types::bind_generics(&mut ty, &bounds);
+                        fields.push((Name::new(&format!("{}.{field}", v.ident)), ty));
+                    }
+                }
+                self.out
+                    .facts
+                    .structs
+                    .push((Name::display(&e.ident), fields));
+            }
             Item::Const(c) => self.konst(&c.ident, &c.expr),
             Item::Type(t) => self
                 .out

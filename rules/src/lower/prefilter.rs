@@ -78,9 +78,10 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                     .collect();
                 // Only the declared type still matters (receiver classes).
                 b.extra = b.extra.and_then(|x| {
-                    x.ty.map(|ty| {
+                    (x.ty.is_some() || x.variant.is_some()).then(|| {
                         Box::new(crate::ir::BindExtra {
-                            ty: Some(ty),
+                            ty: x.ty,
+                            variant: x.variant,
                             ..Default::default()
                         })
                     })

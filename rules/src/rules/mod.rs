@@ -627,6 +627,46 @@ impl<'a> RuleCx<'a> {
         self.body.events.len() as u32
     }
 
+    /// The event ranges (inclusive) that cannot run on a path through event `i`: the other arms
+    /// of each `match` an arm of which holds `i`, and the other block of each `if` / `else`.
+    /// (Arms are alternatives; the lowering lays them out one after another.)
+    pub fn alternatives_of(&self, i: u32) -> Vec<(u32, u32)> {
+        let evs = &self.body.events;
+        let mut out = Vec::new();
+        let mut depth = 0u32;
+        for j in (0..i as usize).rev() {
+            match &evs[j].kind {
+                EventKind::Leave => depth += 1,
+                EventKind::Enter(r) if depth == 0 => {
+                    if !matches!(r, Region::Branch { .. }) {
+                        continue;
+                    }
+                    // The arms before this one, then the arms after it.
+                    let mut k = j;
+                    while k > 0
+                        && matches!(evs[k - 1].kind, EventKind::Leave)
+                        && let Some(s) = self.enter_of()[k - 1]
+                        && matches!(evs[s as usize].kind, EventKind::Enter(Region::Branch { .. }))
+                    {
+                        out.push((s, k as u32 - 1));
+                        k = s as usize;
+                    }
+                    let mut end = self.region_end(j as u32);
+                    while let Some(EventKind::Enter(Region::Branch { .. })) =
+                        evs.get(end as usize + 1).map(|e| &e.kind)
+                    {
+                        let next = self.region_end(end + 1);
+                        out.push((end + 1, next));
+                        end = next;
+                    }
+                }
+                EventKind::Enter(_) => depth -= 1,
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// The index of the `Leave` that closes the region opened at `enter` (the body's length when
     /// it is not closed).
     pub fn region_end(&self, enter: u32) -> u32 {

@@ -195,10 +195,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // Deleted before the effect it guards: the deletion is the claim (its result is tested or
         // used, or the token was checked before), and an effect follows on the same path.
         let end = cx.reach_end(d);
+        let elsewhere = cx.alternatives_of(d);
         if guards(cx, d, del)
             && !single_use_grant(del)
-            && let Some((e, eff)) =
-                (d + 1..end).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
+            && let Some((e, eff)) = (d + 1..end)
+                .filter(|e| !elsewhere.iter().any(|&(a, b)| (a..=b).contains(e)))
+                .find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
         {
             let mut diag = cx.diag(
                 &RULE,
@@ -593,9 +595,12 @@ fn covered_by_attribute(cx: &RuleCx<'_>, d: u32, key_places: Option<&Vec<Name>>)
 /// are used, the token was checked before, or configuration says it is a token delete. A bare
 /// `DELETE FROM sessions ..` on logout guards nothing.
 fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
+    let elsewhere = cx.alternatives_of(d);
     del.configured
         || result_checked(cx, d)
-        || (0..d).any(|c| {
+        || (0..d)
+            .filter(|c| !elsewhere.iter().any(|&(a, b)| (a..=b).contains(c)))
+            .any(|c| {
             cx.effs(c).any(|e| {
                 e.kind == EffectKind::Read
                     && e.token
