@@ -232,7 +232,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
             for e in view.at(i) {
                 let _ = writeln!(
                     out,
-                    "  {i} {:?} t={:?} lk={} cond={} idg={} del={} mem={} ins={} purge={} tok={} where={:?} sets={:?} what={:?} tx={:?} guard={:?} delayed={} sql={:?} lockclaim={} conf={} via={:?} pay={:?} pty={:?} det={}",
+                    "  {i} {:?} t={:?} lk={} cond={} idg={} del={} mem={} ins={} purge={} tok={} where={:?} sets={:?} what={:?} tx={:?} guard={:?} delayed={} sql={:?} lockclaim={} conf={} via={:?} pay={:?} pty={:?} det={} ro={}",
                     e.kind,
                     e.table.as_deref(),
                     e.locking,
@@ -262,7 +262,8 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
                         .map(|n| n.as_str())
                         .collect::<Vec<_>>(),
                     e.payload.as_ref().and_then(|p| p.ty.as_deref()),
-                    view.detached(i)
+                    view.detached(i),
+                    e.read_only
                 );
             }
             let cs = view.callees(i);

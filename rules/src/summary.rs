@@ -334,7 +334,10 @@ pub(crate) fn widen(
                 for exp in &s.effects {
                     let e = &exp.effect;
                     let seen = gained[at..].iter().any(|(_, a)| {
-                        a.kind == e.kind && a.token == e.token && a.in_memory == e.in_memory
+                        a.kind == e.kind
+                            && a.token == e.token
+                            && a.in_memory == e.in_memory
+                            && a.read_only == e.read_only
                     });
                     if seen
                         || matches!(e.kind, EffectKind::Lock | EffectKind::TxBegin)
