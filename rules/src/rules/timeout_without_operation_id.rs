@@ -17,7 +17,9 @@ use crate::query;
 declare_rule! {
     /// ### What it does
     ///
-    /// Flags a delayed task — a spawned task that sleeps, a `DelayQueue` entry, a delayed job —
+    /// Flags a delayed task — a spawned task that sleeps (in its own body, or through a crate
+    /// helper that only waits: a helper that works and pauses inside, a throttled batch, is the
+    /// action started at once), a `DelayQueue` entry, a delayed job —
     /// whose payload (captured variables, or the job struct's fields, resolved across files)
     /// names the resource (`seat_id`) but not the operation that scheduled it (reservation,
     /// attempt, generation, version, lease, token, operation id), and whose action writes state
@@ -241,6 +243,19 @@ fn spawned(cx: &RuleCx<'_>, s: u32, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Does crate fn `h` only wait (`async fn pause(d) { sleep(d).await }`), with no state read or
+/// written and no remote call of its own?
+fn waits_only(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
+    cx.krate.summary(h).is_some_and(|s| {
+        s.effects.iter().all(|x| {
+            !matches!(
+                x.effect.kind,
+                EffectKind::Read | EffectKind::Write | EffectKind::Remote
+            )
+        })
+    })
+}
+
 /// Adds the fields of a payload struct defined in the crate.
 fn struct_fields(cx: &RuleCx<'_>, payload: &mut Payload) {
     if let Some(t) = &payload.ty
@@ -340,7 +355,16 @@ fn judge(
     match action {
         Action::Region(start, end) => {
             let sleep = if needs_sleep {
-                match (*start..*end).find(|&i| cx.has(i, EffectKind::Sleep)) {
+                // The task's own wait (`sleep(HOLD).await` in the closure, or a crate helper
+                // the closure calls to wait): a callee that also does other work and waits
+                // somewhere inside (a throttled reindex, a retry's back-off) is the action, not
+                // the timer.
+                match (*start..*end).find(|&i| {
+                    cx.effs(i).any(|e| {
+                        e.kind == EffectKind::Sleep
+                            && e.via.is_none_or(|h| waits_only(cx, h))
+                    })
+                }) {
                     Some(s) => s,
                     None => return,
                 }
