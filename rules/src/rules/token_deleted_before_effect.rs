@@ -33,8 +33,12 @@ declare_rule! {
     /// body checks the token and deletes it in a second step with the result ignored, acts on
     /// nothing itself, and returns normally to a caller in the crate that then acts
     /// (`take_login_token(token).await?` before the session is created): two concurrent calls
-    /// both find the token and both callers act. A deletion on the way to an error (an expired
-    /// token removed, then `Err`) is no such consumption.
+    /// both find the token and both callers act. And a request handler (a route, or a fn taking
+    /// a web framework's extractors: `Path<String>`, `State<..>`, `Json<..>`) that checks the
+    /// token, consumes it that way and then answers with something made from what the token
+    /// found (a session for the user the magic link named): the answer is what the token
+    /// grants, and two requests with one link both get it. A deletion on the way to an error
+    /// (an expired token removed, then `Err`) is no such consumption.
     ///
     /// Tokens kept in a namespaced cache or key-value client count: `kv.get(Bucket::AuthCode,
     /// code)` then `kv.delete(Bucket::AuthCode, code)`, where the namespace names what the
@@ -374,8 +378,89 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             );
             diag.help = Some(help());
             out.push(diag);
+            continue;
+        }
+        // Checked and consumed in two steps by a request handler (a route, or a fn taking a web
+        // framework's extractors) that then answers: the answer is what the token grants (a
+        // session, a password set), so two requests with one link both get it.
+        if let Some(c) = plain_check
+            && (!result_checked(cx, d) || cleared_by_key(del))
+            && !(d + 1..end).any(|e| effect_at(cx, e, del, None).is_some())
+            && !in_failing_branch(cx, d)
+            && answers_requests(cx)
+            && uses_found_after(cx, c, d, end)
+        {
+            let by_key = cleared_by_key(del);
+            let mut diag = cx.diag(
+                &RULE,
+                d,
+                "token checked, then consumed in a second step; the handler answers with what it grants".to_string(),
+            );
+            diag.primary_label = Some(if by_key {
+                format!("{}; its filter does not hold the token", del.what)
+            } else {
+                format!("{}; its result is not tested", del.what)
+            });
+            diag.labels.push(cx.label(c, "token checked here"));
+            diag.notes.push(
+                "two requests with the same token both pass the check and both get the answer; the second consumption changes nothing".to_string(),
+            );
+            diag.help = Some(help());
+            out.push(diag);
         }
     }
+}
+
+/// Is what the check found used after the consumption at `d` (`user.generate_jwt(..)` on the
+/// user the link was found on)? Then the answer is made from it; a handler that only deletes
+/// one of its own tokens and says `Ok(())` grants nothing.
+fn uses_found_after(cx: &RuleCx<'_>, c: u32, d: u32, end: u32) -> bool {
+    let found = query::derived_before(cx.body, c, end);
+    (d + 1..end).any(|i| match &cx.body.events[i as usize].kind {
+        EventKind::Call(call) => call
+            .recv
+            .first()
+            .into_iter()
+            .chain(call.all_args().flat_map(|a| a.paths.iter()))
+            .any(|p| found.contains(query::first(p))),
+        _ => false,
+    })
+}
+
+/// Does this body answer requests: a route attribute puts it at a path, or it takes a web
+/// framework's extractors (`Path<String>`, `State<AppContext>`, `Json<Body>`, actix's
+/// `HttpRequest`), written bare (a prelude's) or through the framework's path, and not a type of
+/// the crate's own of that name?
+fn answers_requests(cx: &RuleCx<'_>) -> bool {
+    const EXTRACTORS: &[&str] = &[
+        "Path",
+        "Query",
+        "Json",
+        "Form",
+        "State",
+        "Extension",
+        "TypedHeader",
+        "HttpRequest",
+        "Multipart",
+        "CookieJar",
+        "ConnectInfo",
+    ];
+    const WEB_CRATES: &[&str] = &[
+        "axum", "actix_web", "rocket", "poem", "salvo", "loco_rs", "warp", "tide",
+    ];
+    let facts = &cx.krate.facts;
+    cx.body.routed
+        || cx.body.params.iter().any(|(_, ty)| {
+            ty.first().is_some_and(|head| {
+                let head = head.trim_start_matches('&').trim_start_matches("mut ");
+                let name = head.rsplit("::").next().unwrap_or(head);
+                let full = facts.resolve(cx.id.file, head);
+                EXTRACTORS.contains(&name)
+                    && !facts.structs.contains_key(name)
+                    && (!full.contains("::")
+                        || WEB_CRATES.contains(&full.split("::").next().unwrap_or("")))
+            })
+        })
 }
 
 /// Is event `i` inside a branch that ends in a failure (an expired token deleted, then `return
