@@ -646,7 +646,10 @@ impl<'a> RuleCx<'a> {
                     while k > 0
                         && matches!(evs[k - 1].kind, EventKind::Leave)
                         && let Some(s) = self.enter_of()[k - 1]
-                        && matches!(evs[s as usize].kind, EventKind::Enter(Region::Branch { .. }))
+                        && matches!(
+                            evs[s as usize].kind,
+                            EventKind::Enter(Region::Branch { .. })
+                        )
                     {
                         out.push((s, k as u32 - 1));
                         k = s as usize;

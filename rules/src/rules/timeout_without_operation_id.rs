@@ -361,8 +361,7 @@ fn judge(
                 // the timer.
                 match (*start..*end).find(|&i| {
                     cx.effs(i).any(|e| {
-                        e.kind == EffectKind::Sleep
-                            && e.via.is_none_or(|h| waits_only(cx, h))
+                        e.kind == EffectKind::Sleep && e.via.is_none_or(|h| waits_only(cx, h))
                     })
                 }) {
                     Some(s) => s,

@@ -446,7 +446,14 @@ fn answers_requests(cx: &RuleCx<'_>) -> bool {
         "ConnectInfo",
     ];
     const WEB_CRATES: &[&str] = &[
-        "axum", "actix_web", "rocket", "poem", "salvo", "loco_rs", "warp", "tide",
+        "axum",
+        "actix_web",
+        "rocket",
+        "poem",
+        "salvo",
+        "loco_rs",
+        "warp",
+        "tide",
     ];
     let facts = &cx.krate.facts;
     cx.body.routed
@@ -686,12 +693,12 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
         || (0..d)
             .filter(|c| !elsewhere.iter().any(|&(a, b)| (a..=b).contains(c)))
             .any(|c| {
-            cx.effs(c).any(|e| {
-                e.kind == EffectKind::Read
-                    && e.token
-                    && query::same_state(e.table.as_deref(), del.table.as_deref())
+                cx.effs(c).any(|e| {
+                    e.kind == EffectKind::Read
+                        && e.token
+                        && query::same_state(e.table.as_deref(), del.table.as_deref())
+                })
             })
-        })
 }
 
 /// Is the result of the deletion at `d` looked at: tested, one row demanded of it (`DELETE ..

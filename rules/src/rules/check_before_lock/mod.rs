@@ -33,9 +33,12 @@ declare_rule! {
     /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
     /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
     /// added: one row read with no lock and no transaction, a value of it tested (not only
-    /// whether the row is there), and the row written back by key with a value computed from the read (a lost update) — also when the
-    /// model read is saved back whole through the crate's own upsert (`share.save(db)` running
-    /// `INSERT .. ON CONFLICT (id) DO UPDATE`) after the tested field was changed. And the
+    /// whether the row is there), and the row written back by key with a value computed from
+    /// the read (a lost update) — also when the model read is saved back whole through the
+    /// crate's own upsert (`share.save(db)` running `INSERT .. ON CONFLICT (id) DO UPDATE`) after
+    /// the tested field was changed. A sea-orm active model made from the row writes only the
+    /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
+    /// provider's answer) is not one computed from the read. And the
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
     /// insert of a row with those columns, with no lock over the two, when the project's schema
     /// files (`.sql` migrations, `schema.sql`) declare that table with no unique key within

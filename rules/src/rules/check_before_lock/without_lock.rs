@@ -150,6 +150,17 @@ pub(super) fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
 /// Is the value written at `w` computed from the read at `r` (its arguments, or its receiver:
 /// the model read, saved back whole, or an ORM model converted from the row read)?
 pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
+    // `let mut m = row.into_active_model(); m.title = Set(fresh.title); m.update(db)`: a sea-orm
+    // active model writes only the fields set on it, so only their values count, and a value
+    // fetched afresh (a provider's answer asked with the row's key) is no stale one.
+    if let Some(root) = active_model_update(cx, w) {
+        let stale = value_derived(cx, r, w);
+        return cx.body.events[r as usize..w as usize].iter().any(|e| {
+            matches!(&e.kind, EventKind::Assign(a)
+                if query::first(&a.target) == root
+                    && a.deps.iter().any(|d| query::first(d) != root && stale.contains(query::first(d))))
+        });
+    }
     if query::depends_on(cx.body, w, r) {
         return true;
     }
@@ -177,4 +188,63 @@ pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
             if query::first(&a.target) == root.as_str()
                 && a.deps.iter().any(|d| query::first(d) != root.as_str() && derived.contains(query::first(d))))
     })
+}
+
+/// The local updated at `w` when the write is a sea-orm active model's `update` and the local
+/// was made from a row (`row.into_active_model()`) or declared as an `ActiveModel`.
+fn active_model_update<'b>(cx: &'b RuleCx<'_>, w: u32) -> Option<&'b str> {
+    let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let ([root], Some(step)) = (c.recv.as_slice(), c.steps.first()) else {
+        return None;
+    };
+    if step.name != "update" {
+        return None;
+    }
+    let made = cx.body.events[..w as usize]
+        .iter()
+        .rev()
+        .find_map(|e| match &e.kind {
+            EventKind::Bind(b) if b.names.iter().any(|n| n == root) => Some(b),
+            _ => None,
+        })?;
+    let typed = made
+        .ty()
+        .and_then(|t| t.first())
+        .is_some_and(|t| t.rsplit("::").next() == Some("ActiveModel"));
+    let converted = made.calls.iter().any(|&k| {
+        matches!(&cx.body.events[k as usize].kind, EventKind::Call(m)
+            if m.steps.iter().any(|s| s.name == "into_active_model"))
+    });
+    (typed || converted).then_some(root.as_str())
+}
+
+/// [`query::derived`] from the read at `r` up to `w`, by value: a local bound from a call that
+/// is awaited or reads or asks a remote itself (`details_from_provider(&row.identifier).await`)
+/// holds that fresh answer, not the row's state, even when the row's key went into the question.
+fn value_derived(cx: &RuleCx<'_>, r: u32, w: u32) -> crate::fxhash::FxHashSet<crate::name::Name> {
+    let mut set = crate::fxhash::FxHashSet::default();
+    for ev in &cx.body.events[r as usize..w as usize] {
+        let EventKind::Bind(b) = &ev.kind else {
+            continue;
+        };
+        let fresh = !b.calls.contains(&r)
+            && b.calls.iter().any(|&k| {
+                (matches!(&cx.body.events[k as usize].kind, EventKind::Call(c) if c.awaited())
+                    || cx
+                        .effs(k)
+                        .any(|e| matches!(e.kind, EffectKind::Read | EffectKind::Remote)))
+            });
+        let from_read =
+            b.calls.contains(&r) || b.deps.iter().any(|d| set.contains(query::first(d)));
+        for n in b.names.iter().filter(|n| n.as_str() != "_") {
+            if from_read && !fresh {
+                set.insert(n.clone());
+            } else {
+                set.remove(n);
+            }
+        }
+    }
+    set
 }
