@@ -263,7 +263,7 @@ pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads
                         .collect::<Vec<_>>(),
                     e.payload.as_ref().and_then(|p| p.ty.as_deref()),
                     view.detached(i),
-                    e.read_only
+                    e.read_only()
                 );
             }
             let cs = view.callees(i);

@@ -102,12 +102,8 @@ pub(crate) struct Effect {
     pub locking: bool,
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
-    /// A read that orders what it finds (`ORDER BY ..`, diesel's `.order(..)`, sea-orm's
-    /// `.order_by_desc(..)`): it picks among several rows with the columns it filters on.
-    pub ordered: bool,
-    /// A remote call that changes nothing at the remote: an HTTP `GET` / `HEAD`, an AWS
-    /// `get_*` / `list_*` / `describe_*`, a gRPC `Get*` / `List*` method.
-    pub read_only: bool,
+    /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`]).
+    marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
     /// A write whose filter compares an operation identity (`AND reservation_id = $2`).
@@ -187,8 +183,7 @@ impl Effect {
             table: None,
             locking: false,
             counts: false,
-            ordered: false,
-            read_only: false,
+            marks: 0,
             conditional: false,
             ident_guard: false,
             delete: false,
@@ -230,6 +225,37 @@ impl Effect {
     }
 
     /// An access through a temporary guard: the lock is taken at the access itself.
+    /// A read that orders what it finds (`ORDER BY ..`, diesel's `.order(..)`, sea-orm's
+    /// `.order_by_desc(..)`): it picks among several rows with the columns it filters on.
+    pub fn ordered(&self) -> bool {
+        self.marks & Self::ORDERED != 0
+    }
+
+    /// A remote call that changes nothing at the remote: an HTTP `GET` / `HEAD`, an AWS
+    /// `get_*` / `list_*` / `describe_*`, a gRPC `get_*` / `list_*` method.
+    pub fn read_only(&self) -> bool {
+        self.marks & Self::READ_ONLY != 0
+    }
+
+    pub fn set_ordered(&mut self, on: bool) {
+        self.mark(Self::ORDERED, on);
+    }
+
+    pub fn set_read_only(&mut self, on: bool) {
+        self.mark(Self::READ_ONLY, on);
+    }
+
+    const ORDERED: u8 = 1;
+    const READ_ONLY: u8 = 2;
+
+    fn mark(&mut self, bit: u8, on: bool) {
+        if on {
+            self.marks |= bit;
+        } else {
+            self.marks &= !bit;
+        }
+    }
+
     pub fn temporary(&self) -> bool {
         self.guard == GuardUse::Temporary
     }

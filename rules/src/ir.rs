@@ -320,9 +320,6 @@ pub struct BindExtra {
     pub lit: Option<Box<StructLit>>,
     /// The `Enter` event of a closure or async block the init is (`let run = move || ..`).
     pub closure: Option<u32>,
-    /// The one binding of an enum variant's pattern (`Backend::Smtp(transport) =>`): the enum
-    /// as written (`Backend`, `Self`) and the variant's field (`Smtp.0`, `Smtp.host`).
-    pub variant: Option<(Name, Name)>,
 }
 
 impl BindExtra {
@@ -332,7 +329,6 @@ impl BindExtra {
             && self.sql.is_none()
             && self.lit.is_none()
             && self.closure.is_none()
-            && self.variant.is_none()
     }
 }
 
@@ -361,13 +357,6 @@ impl Bind {
 
     pub fn closure(&self) -> Option<u32> {
         self.extra.as_ref().and_then(|x| x.closure)
-    }
-
-    pub fn variant(&self) -> Option<(&Name, &Name)> {
-        self.extra
-            .as_ref()
-            .and_then(|x| x.variant.as_ref())
-            .map(|(e, f)| (e, f))
     }
 }
 

@@ -32,7 +32,6 @@ impl Exported {
             && mine.in_memory == e.in_memory
             && mine.lease == e.lease
             && mine.attempt == e.attempt
-            && mine.read_only == e.read_only
     }
 }
 
@@ -76,7 +75,17 @@ impl Summary {
     }
 
     fn add(&mut self, effect: &Effect, at: u32, callee: Option<BodyId>) -> bool {
-        if self.holds(effect) {
+        if let Some(x) = self.effects.iter_mut().find(|x| x.same_key(effect)) {
+            // A remote call that changes something outweighs one that only reads (a `GET`
+            // before the `POST`): the caller must see the write.
+            if x.effect.read_only() && !effect.read_only() {
+                *x = Exported {
+                    effect: effect.clone(),
+                    at,
+                    callee,
+                };
+                return true;
+            }
             return false;
         }
         self.effects.push(Exported {
@@ -333,13 +342,13 @@ pub(crate) fn widen(
                 let Some(s) = summaries.get(c) else { continue };
                 for exp in &s.effects {
                     let e = &exp.effect;
-                    let seen = gained[at..].iter().any(|(_, a)| {
-                        a.kind == e.kind
-                            && a.token == e.token
-                            && a.in_memory == e.in_memory
-                            && a.read_only == e.read_only
+                    let seen = gained[at..].iter().position(|(_, a)| {
+                        a.kind == e.kind && a.token == e.token && a.in_memory == e.in_memory
                     });
-                    if seen
+                    // One per kind at a call site; a remote call that changes something
+                    // outweighs one that only reads there.
+                    let replaces = seen.filter(|&p| gained[at + p].1.read_only() && !e.read_only());
+                    if seen.is_some() && replaces.is_none()
                         || matches!(e.kind, EffectKind::Lock | EffectKind::TxBegin)
                             && !bound(body, i)
                     {
@@ -350,7 +359,10 @@ pub(crate) fn widen(
                     if let EventKind::Call(call) = &body.events[i].kind {
                         pass_arguments(&mut e, bodies[c], body, call);
                     }
-                    gained.push((i as u32, e));
+                    match replaces {
+                        Some(p) => gained[at + p] = (i as u32, e),
+                        None => gained.push((i as u32, e)),
+                    }
                 }
             }
         }

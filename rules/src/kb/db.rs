@@ -243,7 +243,7 @@ pub(super) fn classify(
             .iter()
             .any(|s| DIESEL_ROW_LOCKS.contains(&s.name.as_str()));
         e.counts = counts_rows(call);
-        e.ordered = orders_rows(call);
+        e.set_ordered(orders_rows(call));
         return Some(e);
     }
 
@@ -278,7 +278,7 @@ pub(super) fn classify(
                 .iter()
                 .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
             e.counts = counts_rows(call);
-            e.ordered = orders_rows(call);
+            e.set_ordered(orders_rows(call));
             return Some(e);
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
@@ -647,7 +647,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
     e.counts = sql.counts;
-    e.ordered = sql.ordered;
+    e.set_ordered(sql.ordered);
     e.conditional = sql.is_conditional();
     e.ident_guard = sql
         .where_cols

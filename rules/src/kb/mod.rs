@@ -22,7 +22,7 @@ use crate::apis::MUTEX_LOCK_STEPS;
 use crate::effects::{Assigned, AssignedValue, BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
 use crate::fxhash::FxHashMap;
-use crate::ir::{Body, Call, EventKind, StructLit};
+use crate::ir::{Body, Call, EventKind, StructLit, TypeRef};
 use crate::name::Name;
 use crate::sql::SqlInfo;
 pub use types::Class;
@@ -96,6 +96,7 @@ pub fn classify_body(
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
+    let arm_variants = arm_variants(body);
     // Which events sit in a branch that always leaves: asked only of a value bound from
     // several calls, so computed on first need.
     let mut diverging: Option<Vec<bool>> = None;
@@ -111,14 +112,10 @@ pub fn classify_body(
             }
             EventKind::Bind(b) => {
                 // A variant's one binding (`Backend::Smtp(transport) =>`): its field's type.
-                let variant_ty = b.variant().and_then(|(en, field)| {
-                    let en = if en == "Self" {
-                        body.self_ty.as_ref()?
-                    } else {
-                        en
-                    };
-                    facts.field_type(en, field)
-                });
+                let variant_ty = arm_variants
+                    .get(&(i as u32))
+                    .filter(|_| b.names.len() == 1 && b.deps.len() == 1)
+                    .and_then(|v| cx.variant_field(&b.deps[0], v, &b.names[0]));
                 let class = if let Some(ty) = b.ty().or(variant_ty) {
                     Some(types::class_of(ty, facts, file, cx.memo))
                 } else if let Some(&last) = match b.calls.as_slice() {
@@ -352,7 +349,69 @@ fn diverging_events(body: &Body) -> Vec<bool> {
     out
 }
 
+/// The binding that opens an arm of a `match` (or an `if let`) whose pattern names one variant
+/// (`Backend::Smtp(transport) =>`): the binding's event and the variant's name. Arms follow
+/// their test one after another, each opened by its `Enter`.
+fn arm_variants(body: &Body) -> FxHashMap<u32, Name> {
+    let evs = &body.events;
+    let mut out = FxHashMap::default();
+    for (t, ev) in evs.iter().enumerate() {
+        let EventKind::Cond(test) = &ev.kind else {
+            continue;
+        };
+        if test.pats.is_empty() {
+            continue;
+        }
+        let mut i = t + 1;
+        for pats in test.pats.iter() {
+            if !matches!(evs.get(i).map(|e| &e.kind), Some(EventKind::Enter(_))) {
+                break;
+            }
+            if let ([variant], Some(EventKind::Bind(_))) =
+                (&pats[..], evs.get(i + 1).map(|e| &e.kind))
+            {
+                out.insert(i as u32 + 1, variant.clone());
+            }
+            // Past this arm's region to the next arm's `Enter`.
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match evs.get(j).map(|e| &e.kind) {
+                    Some(EventKind::Enter(_)) => depth += 1,
+                    Some(EventKind::Leave) => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    None => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j + 1;
+        }
+    }
+    out
+}
+
 impl Classifier<'_> {
+    /// The type of what a variant's pattern binds: `scrutinee` is of a crate enum that has the
+    /// variant, a one-field tuple variant (`Smtp(transport)`) or a struct variant with a field
+    /// named like the binding (`Http { client }`).
+    fn variant_field(&self, scrutinee: &Name, variant: &Name, name: &Name) -> Option<&TypeRef> {
+        let parts: crate::small::Small<Name> = scrutinee.split('.').map(Name::new).collect();
+        let Some(Class::User(en)) = self.place_class(&parts) else {
+            return None;
+        };
+        self.facts
+            .field_type(en.as_str(), &format!("{variant}.0"))
+            .or_else(|| {
+                self.facts
+                    .field_type(en.as_str(), &format!("{variant}.{name}"))
+            })
+    }
+
     fn classify(&self, call: &Call) -> (Vec<Effect>, Vec<BodyId>) {
         let recv = self.recv_class(call);
         if let Some(e) = self.knowledge_eff(call, &recv) {
@@ -368,7 +427,7 @@ impl Classifier<'_> {
                     e.token = true;
                 }
                 if e.kind == EffectKind::Remote {
-                    e.read_only = net::reads_only(call, &recv);
+                    e.set_read_only(net::reads_only(call, &recv));
                 }
                 effs.push(e);
                 break;

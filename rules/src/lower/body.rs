@@ -105,24 +105,14 @@ impl BodyLowerer<'_, '_> {
 
     /// Binds `names` (an `if let` / `while let` / match arm pattern) to what the `Cond` at
     /// `cond` tested.
-    pub(super) fn bind_tested(
-        &mut self,
-        sp: Sp,
-        cond: u32,
-        names: Vec<Name>,
-        variant: Option<(Name, Name)>,
-    ) {
+    pub(super) fn bind_tested(&mut self, sp: Sp, cond: u32, names: Vec<Name>) {
         if names.is_empty() {
             return;
         }
         let EventKind::Cond(t) = &self.ev[cond as usize].kind else {
             return;
         };
-        let variant = variant.filter(|_| names.len() == 1);
-        let bind = Bind::plain(names, t.deps.to_vec(), t.calls.to_vec()).with_extra(BindExtra {
-            variant,
-            ..BindExtra::default()
-        });
+        let bind = Bind::plain(names, t.deps.to_vec(), t.calls.to_vec());
         self.push(sp, EventKind::Bind(Box::new(bind)));
     }
 
@@ -246,7 +236,6 @@ impl BodyLowerer<'_, '_> {
                                     sql,
                                     lit: lit.map(Box::new),
                                     closure,
-                                    variant: None,
                                 }),
                             )),
                         );

@@ -52,11 +52,7 @@ impl BodyLowerer<'_, '_> {
                         fails,
                     }),
                 );
-                let variant = match &*i.cond {
-                    Expr::Let(l) => super::variant_binding(&l.pat),
-                    _ => None,
-                };
-                self.bind_tested(sp, cond, let_pats, variant);
+                self.bind_tested(sp, cond, let_pats);
                 self.block(&i.then_branch);
                 self.push(sp, EventKind::Leave);
                 if let Some((_, els)) = &i.else_branch {
@@ -115,7 +111,7 @@ impl BodyLowerer<'_, '_> {
                     );
                     let mut names = Vec::new();
                     pat_names(&arm.pat, &mut names);
-                    self.bind_tested(asp, cond, names, super::variant_binding(&arm.pat));
+                    self.bind_tested(asp, cond, names);
                     if let Pat::Guard(g) = &arm.pat {
                         let gstart = self.ev.len();
                         self.expr(&g.guard);
@@ -149,7 +145,7 @@ impl BodyLowerer<'_, '_> {
                     TestRole::While,
                     let_patterns(&w.cond),
                 );
-                self.bind_tested(sp, cond, let_pats, None);
+                self.bind_tested(sp, cond, let_pats);
                 self.block(&w.body);
                 self.push(sp, EventKind::Leave);
             }

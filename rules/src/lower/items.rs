@@ -145,28 +145,38 @@ impl ItemLowerer<'_, '_> {
                     .structs
                     .push((Name::display(&s.ident), fields));
             }
-            // An enum is kept as a struct whose fields are its variants' (`Smtp.0`,
-            // `Http.client`): what a variant's pattern binds has that field's type.
+            // An enum is kept as a struct whose fields are its variants' (`Smtp.0` of a
+            // one-field tuple variant, `Http.client` of a struct variant): what a variant's
+            // pattern binds has that field's type. Fields of plain data (numbers, strings,
+            // times: never a client worth typing) are left out, and so are the fields of tuple
+            // variants of several; an enum left with none is not kept.
             Item::Enum(e) => {
                 self.item_range(&e.attrs, e.enum_token.span, e.enum_token.span);
                 let bounds = types::generic_bounds(&e.generics);
                 let mut fields = Vec::new();
                 for v in &e.variants {
-                    for (i, f) in v.fields.iter().enumerate() {
+                    let tuple = matches!(v.fields, syn::Fields::Unnamed(_));
+                    if tuple && v.fields.len() != 1 {
+                        continue;
+                    }
+                    for f in v.fields.iter().filter(|f| !types::plain_data(&f.ty)) {
                         let field = f
                             .ident
                             .as_ref()
-                            .map(|i| Name::display(i))
-                            .unwrap_or_else(|| Name::display(&i));
+                            .map_or_else(|| Name::new("0"), |i| Name::display(i));
                         let mut ty = type_ref(&f.ty);
                         types::bind_generics(&mut ty, &bounds);
                         fields.push((Name::new(&format!("{}.{field}", v.ident)), ty));
                     }
                 }
-                self.out
-                    .facts
-                    .structs
-                    .push((Name::display(&e.ident), fields));
+                // An enum of plain data only (`Status { Open, Closed }`) holds no client: its
+                // methods are resolved by name alone, as before enums were kept.
+                if !fields.is_empty() {
+                    self.out
+                        .facts
+                        .structs
+                        .push((Name::display(&e.ident), fields));
+                }
             }
             Item::Const(c) => self.konst(&c.ident, &c.expr),
             Item::Type(t) => self

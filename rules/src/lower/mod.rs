@@ -167,61 +167,6 @@ fn skip_trivia(mut text: &str) -> &str {
 }
 
 /// Names bound by a pattern.
-/// The one binding of an enum variant's pattern and where it sits: `Backend::Smtp(transport)`
-/// gives (`Backend`, `Smtp.0`), `&Self::Http { client, .. }` gives (`Self`, `Http.client`).
-/// The other positions must bind nothing (`_`, `..`).
-pub(crate) fn variant_binding(pat: &Pat) -> Option<(Name, Name)> {
-    let bare = |p: &Pat| -> Option<Name> {
-        match p {
-            Pat::Ident(i) if i.subpat.is_none() => Some(Name::display(&i.ident)),
-            _ => None,
-        }
-    };
-    let binds_nothing = |p: &Pat| matches!(p, Pat::Wild(_) | Pat::Rest(_));
-    let (path, field, name) = match pat {
-        Pat::Reference(r) => return variant_binding(&r.pat),
-        Pat::Paren(p) => return variant_binding(&p.pat),
-        Pat::TupleStruct(ts) => {
-            let mut found = None;
-            for (i, p) in ts.elems.iter().enumerate() {
-                match bare(p) {
-                    Some(n) if found.is_none() => found = Some((Name::display(&i), n)),
-                    _ if binds_nothing(p) => {}
-                    _ => return None,
-                }
-            }
-            let (field, name) = found?;
-            (&ts.path, field, name)
-        }
-        Pat::Struct(s) => {
-            let mut found = None;
-            for f in &s.fields {
-                let syn::Member::Named(m) = &f.member else {
-                    return None;
-                };
-                match bare(&f.pat) {
-                    Some(n) if found.is_none() => found = Some((Name::display(m), n)),
-                    _ if binds_nothing(&f.pat) => {}
-                    _ => return None,
-                }
-            }
-            let (field, name) = found?;
-            (&s.path, field, name)
-        }
-        _ => return None,
-    };
-    let segs: Vec<&syn::PathSegment> = path.segments.iter().collect();
-    let [.., en, variant] = segs.as_slice() else {
-        return None;
-    };
-    // `name` is the binding; the Bind carries it already.
-    let _ = name;
-    Some((
-        Name::display(&en.ident),
-        Name::new(&format!("{}.{}", variant.ident, field)),
-    ))
-}
-
 pub(crate) fn pat_names(pat: &Pat, out: &mut Vec<Name>) {
     match pat {
         Pat::Ident(p) => {

@@ -78,10 +78,9 @@ pub(super) fn keep_call_graph(events: Vec<crate::ir::Event>) -> Vec<crate::ir::E
                     .collect();
                 // Only the declared type still matters (receiver classes).
                 b.extra = b.extra.and_then(|x| {
-                    (x.ty.is_some() || x.variant.is_some()).then(|| {
+                    x.ty.map(|ty| {
                         Box::new(crate::ir::BindExtra {
-                            ty: x.ty,
-                            variant: x.variant,
+                            ty: Some(ty),
                             ..Default::default()
                         })
                     })

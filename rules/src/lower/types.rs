@@ -209,3 +209,59 @@ fn bounds<'a>(
         }
     }
 }
+
+/// A type that holds plain data only: a primitive, a string, a time, a path or an id, or a
+/// standard container or smart pointer of such (`Option<String>`, `Vec<u8>`, `Box<str>`).
+pub(super) fn plain_data(ty: &syn::Type) -> bool {
+    const PLAIN: &[&str] = &[
+        "bool",
+        "char",
+        "str",
+        "String",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "f32",
+        "f64",
+        "PathBuf",
+        "Path",
+        "Duration",
+        "Instant",
+        "SystemTime",
+        "Uuid",
+        "Bytes",
+    ];
+    const WRAPPERS: &[&str] = &["Option", "Vec", "Box", "Arc", "Rc", "Cow", "VecDeque"];
+    match ty {
+        syn::Type::Reference(r) => plain_data(&r.elem),
+        syn::Type::Slice(s) => plain_data(&s.elem),
+        syn::Type::Array(a) => plain_data(&a.elem),
+        syn::Type::Tuple(t) => t.elems.iter().all(plain_data),
+        syn::Type::Path(p) => {
+            let Some(last) = p.path.segments.last() else {
+                return false;
+            };
+            let name = last.ident.to_string();
+            if PLAIN.contains(&name.as_str()) {
+                return true;
+            }
+            WRAPPERS.contains(&name.as_str())
+                && matches!(&last.arguments, syn::PathArguments::AngleBracketed(a)
+                if a.args.iter().all(|g| match g {
+                    syn::GenericArgument::Type(t) => plain_data(t),
+                    syn::GenericArgument::Lifetime(_) => true,
+                    _ => false,
+                }))
+        }
+        _ => false,
+    }
+}

@@ -92,7 +92,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // that a rollback could contradict.
         let Some(remote) = cx
             .effs(i)
-            .find(|e| e.kind == EffectKind::Remote && !e.read_only)
+            .find(|e| e.kind == EffectKind::Remote && !e.read_only())
         else {
             continue;
         };

@@ -37,7 +37,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         // Nor does a read that orders what it finds (`.. ORDER BY sent_at DESC LIMIT 3`): it
         // picks the newest of several rows with those columns, which the table holds by design.
         if !inserts_key(insert, read)
-            || read.ordered
+            || read.ordered()
             || without_lock::many_rows(cx, r)
             || !cx.state(r).locks.is_empty()
             || cx.serializable_together(r, w)
