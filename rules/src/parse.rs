@@ -182,11 +182,19 @@ impl Lines {
 /// (half the size of a start per line); files with a line of 64 KiB or more keep every start.
 #[derive(Debug, Clone)]
 enum Starts {
-    Compact { every: Box<[u32]>, lens: Box<[u16]> },
+    /// A start every [`EVERY`] lines, and each line's length in a byte; a line of 255 bytes or
+    /// more has [`LONG`] there and its length in `long`, by line (most lines are short, so the
+    /// table costs a byte a line).
+    Compact {
+        every: Box<[u32]>,
+        lens: Box<[u8]>,
+        long: Box<[(u32, u32)]>,
+    },
     Full(Box<[u32]>),
 }
 
 const EVERY: usize = 64;
+const LONG: u8 = u8::MAX;
 
 impl Default for Starts {
     fn default() -> Self {
@@ -196,16 +204,26 @@ impl Default for Starts {
 
 impl Starts {
     fn new(starts: Vec<u32>) -> Starts {
-        let lens: Option<Vec<u16>> = starts
-            .windows(2)
-            .map(|w| u16::try_from(w[1] - w[0]).ok())
-            .collect();
-        match lens {
-            Some(lens) => Starts::Compact {
-                every: starts.iter().step_by(EVERY).copied().collect(),
-                lens: lens.into_boxed_slice(),
-            },
-            None => Starts::Full(starts.into_boxed_slice()),
+        let mut lens = Vec::with_capacity(starts.len().saturating_sub(1));
+        let mut long = Vec::new();
+        for (i, w) in starts.windows(2).enumerate() {
+            let len = w[1] - w[0];
+            match u8::try_from(len) {
+                Ok(l) if l != LONG => lens.push(l),
+                _ => {
+                    lens.push(LONG);
+                    long.push((i as u32, len));
+                }
+            }
+        }
+        // Mostly long lines (generated code): the plain table is smaller.
+        if long.len() * 8 > lens.len() {
+            return Starts::Full(starts.into_boxed_slice());
+        }
+        Starts::Compact {
+            every: starts.iter().step_by(EVERY).copied().collect(),
+            lens: lens.into_boxed_slice(),
+            long: long.into_boxed_slice(),
         }
     }
 
@@ -213,13 +231,27 @@ impl Starts {
     fn get(&self, idx: usize) -> Option<u32> {
         match self {
             Starts::Full(s) => s.get(idx).copied(),
-            Starts::Compact { every, lens } => {
+            Starts::Compact { every, lens, long } => {
                 if idx > lens.len() {
                     return None;
                 }
                 let base = *every.get(idx / EVERY)?;
                 let from = idx / EVERY * EVERY;
-                Some(base + lens[from..idx].iter().map(|&l| u32::from(l)).sum::<u32>())
+                let len = |(i, &l): (usize, &u8)| {
+                    if l == LONG {
+                        long.binary_search_by_key(&(i as u32), |&(at, _)| at)
+                            .map_or(0, |k| long[k].1)
+                    } else {
+                        u32::from(l)
+                    }
+                };
+                Some(
+                    base + lens[from..idx]
+                        .iter()
+                        .enumerate()
+                        .map(|(k, l)| len((from + k, l)))
+                        .sum::<u32>(),
+                )
             }
         }
     }
@@ -301,6 +333,23 @@ mod tests {
             assert_eq!(kept.get(i), Some(s));
         }
         assert_eq!(kept.get(starts.len()), None);
+        // A few long lines among short ones stay compact, and their starts are exact.
+        let mut mixed = vec![0u32];
+        for i in 0..200u32 {
+            let len = match i % 50 {
+                7 => 70_000,
+                8 => 255,
+                9 => 254,
+                _ => 10 + i % 7,
+            };
+            mixed.push(mixed.last().unwrap() + len);
+        }
+        let kept = super::Starts::new(mixed.clone());
+        assert!(matches!(kept, super::Starts::Compact { .. }));
+        for (i, &s) in mixed.iter().enumerate() {
+            assert_eq!(kept.get(i), Some(s), "line {i}");
+        }
+        assert_eq!(kept.get(mixed.len()), None);
         let long = super::Starts::new(vec![0, 10, 70_010, 70_020]);
         assert!(matches!(long, super::Starts::Full(_)));
         assert_eq!(long.get(2), Some(70_010));
