@@ -181,7 +181,8 @@ pub(super) fn classify(
 
 /// Does the remote call change nothing at the remote? An HTTP request whose verbs are all `get`
 /// / `head`, an AWS SDK operation named `get_*` / `list_*` / `describe_*` / `head_*`, a gRPC
-/// method named `get_*` / `list_*` (the standard methods that only read).
+/// method named `get_*` / `list_*` (the standard methods that only read), an API crate's
+/// lookup by path (`stripe::Customer::retrieve`, `Invoice::list`).
 pub(super) fn reads_only(call: &Call, recv: &Class) -> bool {
     let names = || call.steps.iter().map(|s| s.name.as_str());
     let reads = |n: &str| {

@@ -153,13 +153,22 @@ pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     // `let mut m = row.into_active_model(); m.title = Set(fresh.title); m.update(db)`: a sea-orm
     // active model writes only the fields set on it, so only their values count, and a value
     // fetched afresh (a provider's answer asked with the row's key) is no stale one.
-    if let Some(root) = active_model_update(cx, w) {
+    if let Some((root, made)) = active_model_update(cx, w) {
         let stale = value_derived(cx, r, w);
-        return cx.body.events[r as usize..w as usize].iter().any(|e| {
-            matches!(&e.kind, EventKind::Assign(a)
-                if query::first(&a.target) == root
-                    && a.deps.iter().any(|d| query::first(d) != root && stale.contains(query::first(d))))
-        });
+        let stale_dep =
+            |d: &crate::name::Name| query::first(d) != root && stale.contains(query::first(d));
+        // Its fields: those a literal gave it (`orders::ActiveModel { seats: Set(n - 1), .. }`;
+        // the row's key, `id: Set(row.id)`, names the row and writes nothing) and those
+        // assigned since.
+        return made.lit().is_some()
+            && made
+                .deps
+                .iter()
+                .any(|d| stale_dep(d) && !crate::sql::is_plain_key(query::last(d)))
+            || cx.body.events[r as usize..w as usize].iter().any(|e| {
+                matches!(&e.kind, EventKind::Assign(a)
+                    if query::first(&a.target) == root && a.deps.iter().any(stale_dep))
+            });
     }
     if query::depends_on(cx.body, w, r) {
         return true;
@@ -190,9 +199,10 @@ pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     })
 }
 
-/// The local updated at `w` when the write is a sea-orm active model's `update` and the local
-/// was made from a row (`row.into_active_model()`) or declared as an `ActiveModel`.
-fn active_model_update<'b>(cx: &'b RuleCx<'_>, w: u32) -> Option<&'b str> {
+/// The local updated at `w`, and the binding that made it, when the write is a sea-orm active
+/// model's `update` and the local was made from a row (`row.into_active_model()`) or declared
+/// as an `ActiveModel` (also by a literal of that type).
+fn active_model_update<'b>(cx: &'b RuleCx<'_>, w: u32) -> Option<(&'b str, &'b crate::ir::Bind)> {
     let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
         return None;
     };
@@ -212,12 +222,15 @@ fn active_model_update<'b>(cx: &'b RuleCx<'_>, w: u32) -> Option<&'b str> {
     let typed = made
         .ty()
         .and_then(|t| t.first())
-        .is_some_and(|t| t.rsplit("::").next() == Some("ActiveModel"));
+        .is_some_and(|t| t.rsplit("::").next() == Some("ActiveModel"))
+        || made
+            .lit()
+            .is_some_and(|l| l.ty.rsplit("::").next() == Some("ActiveModel"));
     let converted = made.calls.iter().any(|&k| {
         matches!(&cx.body.events[k as usize].kind, EventKind::Call(m)
             if m.steps.iter().any(|s| s.name == "into_active_model"))
     });
-    (typed || converted).then_some(root.as_str())
+    (typed || converted).then_some((root.as_str(), made))
 }
 
 /// [`query::derived`] from the read at `r` up to `w`, by value: a local bound from a call that
