@@ -46,12 +46,34 @@ impl Classifier<'_> {
                 Class::User(t) => t.clone(),
                 _ => return Some(Class::Unknown(field.clone())),
             };
-            match self.facts.field_type(&ty_name, field) {
+            match self.field_through_deref(&ty_name, field) {
                 Some(ty) => class = types::class_of(ty, self.facts, self.file, self.memo),
                 None => return Some(Class::Unknown(field.clone())),
             }
         }
         Some(class)
+    }
+
+    /// The type of field `field` of crate type `ty`, or, when `ty` has no such field and is a
+    /// newtype (`struct AppState(Arc<App>)`), of the type it wraps: `state.emails` only
+    /// compiles through the newtype's `Deref`. Two wrappers deep at most.
+    fn field_through_deref(&self, ty: &str, field: &str) -> Option<&crate::ir::TypeRef> {
+        let mut ty = Name::new(ty);
+        for _ in 0..3 {
+            if let Some(t) = self.facts.field_type(&ty, field) {
+                return Some(t);
+            }
+            let inner = self.facts.field_type(&ty, "0")?;
+            let fields = self.facts.structs.get(ty.as_str())?;
+            if fields.len() != 1 {
+                return None;
+            }
+            match types::class_of(inner, self.facts, self.file, self.memo) {
+                Class::User(t) => ty = t,
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// The class of a call's receiver.
