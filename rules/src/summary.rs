@@ -33,6 +33,18 @@ impl Exported {
             && mine.lease == e.lease
             && mine.attempt == e.attempt
     }
+
+    /// Does this entry stand for `e` to a caller: the same key, and not a remote call that only
+    /// reads where `e` changes something there (the write outweighs the read)?
+    fn covers(&self, e: &Effect) -> bool {
+        self.same_key(e) && !outweighs(e, &self.effect)
+    }
+}
+
+/// Does effect `new` outweigh `old` of the same key: a remote call that changes something over
+/// one that only reads (a `GET` before the `POST`)? The caller must see the write.
+fn outweighs(new: &Effect, old: &Effect) -> bool {
+    old.read_only() && !new.read_only()
 }
 
 /// The effects a body has when called, one per kind / token / delete / in-memory key.
@@ -71,14 +83,12 @@ impl Summary {
     }
 
     fn holds(&self, e: &Effect) -> bool {
-        self.effects.iter().any(|x| x.same_key(e))
+        self.effects.iter().any(|x| x.covers(e))
     }
 
     fn add(&mut self, effect: &Effect, at: u32, callee: Option<BodyId>) -> bool {
         if let Some(x) = self.effects.iter_mut().find(|x| x.same_key(effect)) {
-            // A remote call that changes something outweighs one that only reads (a `GET`
-            // before the `POST`): the caller must see the write.
-            if x.effect.read_only() && !effect.read_only() {
+            if outweighs(effect, &x.effect) {
                 *x = Exported {
                     effect: effect.clone(),
                     at,
@@ -220,7 +230,7 @@ pub(crate) fn summarize(
                 for e in &cs.effects {
                     // What the summary already holds (or this round already adds) is not
                     // copied again.
-                    if own.holds(&e.effect) || add.iter().any(|a| a.same_key(&e.effect)) {
+                    if own.holds(&e.effect) || add.iter().any(|a| a.covers(&e.effect)) {
                         continue;
                     }
                     let kind = e.effect.kind;
@@ -347,7 +357,7 @@ pub(crate) fn widen(
                     });
                     // One per kind at a call site; a remote call that changes something
                     // outweighs one that only reads there.
-                    let replaces = seen.filter(|&p| gained[at + p].1.read_only() && !e.read_only());
+                    let replaces = seen.filter(|&p| outweighs(e, &gained[at + p].1));
                     if seen.is_some() && replaces.is_none()
                         || matches!(e.kind, EffectKind::Lock | EffectKind::TxBegin)
                             && !bound(body, i)
