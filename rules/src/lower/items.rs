@@ -128,11 +128,7 @@ impl ItemLowerer<'_, '_> {
                 let bounds = types::generic_bounds(&s.generics);
                 let mut fields = Vec::new();
                 for (i, f) in s.fields.iter().enumerate() {
-                    let name = f
-                        .ident
-                        .as_ref()
-                        .map(|i| Name::display(i))
-                        .unwrap_or_else(|| Name::display(&i));
+                    let name = field_name(f, i);
                     let mut ty = type_ref(&f.ty);
                     types::bind_generics(&mut ty, &bounds);
                     fields.push((name, ty));
@@ -159,11 +155,9 @@ impl ItemLowerer<'_, '_> {
                     if tuple && v.fields.len() != 1 {
                         continue;
                     }
+                    // (A tuple variant here has one field: its index is 0.)
                     for f in v.fields.iter().filter(|f| !types::plain_data(&f.ty)) {
-                        let field = f
-                            .ident
-                            .as_ref()
-                            .map_or_else(|| Name::new("0"), |i| Name::display(i));
+                        let field = field_name(f, 0);
                         let mut ty = type_ref(&f.ty);
                         types::bind_generics(&mut ty, &bounds);
                         fields.push((Name::new(&format!("{}.{field}", v.ident)), ty));
@@ -468,4 +462,11 @@ fn place_of(e: &syn::Expr) -> Option<Name> {
         syn::Expr::MethodCall(m) if m.args.is_empty() => place_of(&m.receiver),
         _ => None,
     }
+}
+
+/// A field's name: its identifier, or its index in a tuple struct or variant.
+fn field_name(f: &syn::Field, index: usize) -> Name {
+    f.ident
+        .as_ref()
+        .map_or_else(|| Name::display(&index), |i| Name::display(i))
 }

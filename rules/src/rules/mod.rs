@@ -641,27 +641,23 @@ impl<'a> RuleCx<'a> {
                     if !matches!(r, Region::Branch { .. }) {
                         continue;
                     }
-                    // The arms before this one, then the arms after it.
-                    let mut k = j;
-                    while k > 0
-                        && matches!(evs[k - 1].kind, EventKind::Leave)
-                        && let Some(s) = self.enter_of()[k - 1]
+                    // Back to the first arm, then every arm but this one.
+                    let mut first = j;
+                    while first > 0
+                        && matches!(evs[first - 1].kind, EventKind::Leave)
+                        && let Some(s) = self.enter_of()[first - 1]
                         && matches!(
                             evs[s as usize].kind,
                             EventKind::Enter(Region::Branch { .. })
                         )
                     {
-                        out.push((s, k as u32 - 1));
-                        k = s as usize;
+                        first = s as usize;
                     }
-                    let mut end = self.region_end(j as u32);
-                    while let Some(EventKind::Enter(Region::Branch { .. })) =
-                        evs.get(end as usize + 1).map(|e| &e.kind)
-                    {
-                        let next = self.region_end(end + 1);
-                        out.push((end + 1, next));
-                        end = next;
-                    }
+                    out.extend(
+                        self.arms_from(first as u32)
+                            .into_iter()
+                            .filter(|&(start, _)| start != j as u32),
+                    );
                 }
                 EventKind::Enter(_) => depth -= 1,
                 _ => {}
@@ -682,14 +678,24 @@ impl<'a> RuleCx<'a> {
     /// The `Enter` events of the branches right after test `t`: an `if`'s then and else
     /// blocks, a `match`'s arms, a `let .. else`'s else block.
     pub fn following_branches(&self, t: u32) -> Vec<u32> {
+        self.arms_from(t + 1)
+            .into_iter()
+            .map(|(start, _)| start)
+            .collect()
+    }
+
+    /// The branches laid out one after another from event `first` (a `match`'s arms, an `if`'s
+    /// blocks): each one's `Enter` and the `Leave` that closes it.
+    fn arms_from(&self, first: u32) -> Vec<(u32, u32)> {
         let evs = &self.body.events;
         let mut out = Vec::new();
-        let mut i = t + 1;
+        let mut i = first;
         while let Some(EventKind::Enter(Region::Branch { .. })) =
             evs.get(i as usize).map(|e| &e.kind)
         {
-            out.push(i);
-            i = self.region_end(i) + 1;
+            let end = self.region_end(i);
+            out.push((i, end));
+            i = end + 1;
         }
         out
     }
