@@ -27,13 +27,20 @@ pub(super) fn values(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         Expr::MethodCall(m) => {
             values(&m.receiver, out, d);
             m.args.each().for_each(|a| values(a, out, d));
-            // `res.is_err()` / `res.is_ok()` test which variant the result is.
+            // `res.is_err()` / `res.is_ok()` test which variant the result is. So do a local's
+            // `found.is_some()` / `found.is_none()`, and `rows.is_empty()` asks, like `None`,
+            // whether anything was found; a field's (`user.verified_at.is_some()`) is a test of
+            // a value the row holds, and keeps no variant.
             if m.args.is_empty() {
-                if m.method == "is_err" {
-                    out.push(Name::new("Err"));
-                } else if m.method == "is_ok" {
-                    out.push(Name::new("Ok"));
-                }
+                let local = matches!(&*m.receiver, Expr::Path(p) if p.path.get_ident().is_some());
+                let variant = match m.method.to_string().as_str() {
+                    "is_err" => Some("Err"),
+                    "is_ok" => Some("Ok"),
+                    "is_some" if local => Some("Some"),
+                    "is_none" | "is_empty" if local => Some("None"),
+                    _ => None,
+                };
+                out.extend(variant.map(Name::new));
             }
         }
         Expr::Binary(b) => {

@@ -55,7 +55,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         if let EventKind::Cond(t) = &cx.body.events[c as usize].kind
             && t.values
                 .iter()
-                .any(|v| !matches!(v.as_str(), "0" | "false" | "None" | "true" | "1"))
+                .any(|v| !matches!(v.as_str(), "0" | "false" | "None" | "Some" | "true" | "1"))
         {
             return None;
         }

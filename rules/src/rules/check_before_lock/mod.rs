@@ -29,9 +29,12 @@ declare_rule! {
     ///
     /// Flags a write done under a lock, a transaction or a row lock when the state that decided
     /// the write was read and tested *before* the lock was taken and is not read again under it.
-    /// Also flags a plain `SELECT` inside a transaction, a branch on its result, then an `UPDATE`
-    /// of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
-    /// (`WHERE status = ..` with the rows affected checked). And the shape before any lock was
+    /// Also flags a plain `SELECT` inside a transaction, a test of a value it read, then an
+    /// `UPDATE` of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
+    /// (`WHERE status = ..` with the rows affected checked). A test that only asks whether rows
+    /// were found (`found.is_some()`, `ids.is_empty()`) is not such a test, unless the lookup
+    /// selects by a state column (then what it finds is the state) or the row had to exist
+    /// (`fetch_one`: the `Option` is a nullable column's). And the shape before any lock was
     /// added: one row read with no lock and no transaction, a value of it tested (not only
     /// whether the row is there), and the row written back by key with a value computed from
     /// the read (a lost update) — also when the model read is saved back whole through the
@@ -388,6 +391,14 @@ fn deciding_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
     Some(first)
 }
 
+/// The first test of the read at `r`, before the write at `w`, that looks at a value read and
+/// decides the write, beyond whether the row is there (`balance < amount`, `state == Open`).
+pub(super) fn value_check(cx: &RuleCx<'_>, r: u32, w: u32) -> Option<u32> {
+    query::tests_of(cx.body, r).into_iter().find(|&c| {
+        c > r && c < w && tests_read(cx, c, r) && decides(cx, c, r, w) && !presence_test(cx, c, r)
+    })
+}
+
 /// Is the test at `c` a set-once marker's (`if user.verified_at.is_some() { return }`), and
 /// the write at `w` the marker set to a constant or the time (`SET verified_at = now()`,
 /// nothing but that column and times), with nothing else done in between? Racing requests all
@@ -645,10 +656,35 @@ pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
     let lookup_is_test = t.calls.contains(&r)
         && matches!(&cx.body.events[r as usize].kind, EventKind::Call(call)
             if !call.all_args().any(|a| a.closure));
+    // `found.is_none()`, `rows.is_empty()`, `found == None`: a presence test when the read's
+    // answer is whether rows were found.
+    let asks_variant = || t.values.iter().any(|v| v == "None" || v == "Some") && finds_rows(cx, r);
     let asks = lookup_is_test
-        || t.values.iter().any(|v| v == "None")
-        || t.pats.iter().flatten().any(|v| v == "Some" || v == "None");
+        || t.pats.iter().flatten().any(|v| v == "Some" || v == "None")
+        || asks_variant();
     only_presence && asks
+}
+
+/// Does the read at `r` answer with whether rows were found, so that a `None` or an empty answer
+/// means "no row"? Not when the row must exist (`fetch_one`, `query_one`, diesel's `first` or
+/// `get_result` without `.optional()`: an `Option` is then a nullable column's), when a column is
+/// taken out of the row (`query_opt(..).and_then(|r| r.get(0))`), or when the lookup filters on
+/// a state column (`WHERE status = 'queued'`): which rows it finds is the state tested.
+fn finds_rows(cx: &RuleCx<'_>, r: u32) -> bool {
+    if let EventKind::Call(call) = &cx.body.events[r as usize].kind {
+        let has = |names: &[&str]| call.steps.iter().any(|s| names.contains(&s.name.as_str()));
+        if has(&["fetch_one", "query_one", "first", "get_result"]) && !has(&["optional"])
+            || has(&["and_then"])
+        {
+            return false;
+        }
+    }
+    !cx.effs(r).any(|e| {
+        e.kind == EffectKind::Read
+            && e.where_cols
+                .iter()
+                .any(|c| crate::kb::names::is_state_column(c))
+    })
 }
 
 /// Does the condition at `c` look at the value read at `r` itself? Not when the read value only
