@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use staleguard_rules::{Analyzer, Diagnostic, Knowledge, Level, LoweredFile, registry};
+use staleguard_rules::{Analyzer, CrateName, Diagnostic, Knowledge, Level, LoweredFile, registry};
 
 use crate::args::LevelFlag;
 use crate::baseline::{self, Baseline};
@@ -80,7 +80,9 @@ pub fn run(
         .map_err(|e| format!("cannot start worker threads: {e}"))?;
     let mut outcome = Outcome::default();
     for unit in units {
-        let analyzer = Analyzer::new(knowledge(unit)).with_threads(pool.current_num_threads());
+        let analyzer = Analyzer::new(knowledge(unit))
+            .with_threads(pool.current_num_threads())
+            .with_crates(crate_names(unit));
         let root: Arc<Path> = Arc::from(unit.root.as_path());
         let started = std::time::Instant::now();
         // Texts are not kept: only the lowered files are (much smaller than the text). The few
@@ -275,6 +277,31 @@ fn lower(analyzer: &Analyzer, file: &SourcePath) -> Result<LoweredFile, InputErr
 }
 
 /// The union of the unit's knowledge: workspace config plus every package's.
+/// The names the unit's packages are imported by (their library targets'), each with the
+/// package's directory as the files' paths write it.
+fn crate_names(unit: &Unit) -> Vec<CrateName> {
+    let mut out = Vec::new();
+    for krate in &unit.crates {
+        let Some(dir) = krate.manifest.parent() else {
+            continue;
+        };
+        let dir = crate::discover::relative(dir, &unit.root);
+        let dir = if dir == "." { String::new() } else { dir };
+        for t in &krate.targets {
+            if t.kind
+                .iter()
+                .any(|k| matches!(k.as_str(), "lib" | "rlib" | "dylib" | "proc-macro"))
+            {
+                out.push(CrateName {
+                    dir: dir.clone(),
+                    name: t.name.replace('-', "_"),
+                });
+            }
+        }
+    }
+    out
+}
+
 fn knowledge(unit: &Unit) -> Knowledge {
     let mut k = unit.config.knowledge.clone();
     for p in &unit.packages {

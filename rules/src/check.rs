@@ -10,7 +10,7 @@ use crate::kb;
 use crate::par::{par_map, par_map_with};
 use crate::rules::{ALL, CrateView, Rule, RuleCx};
 use crate::summary::{self, Summary};
-use crate::{Knowledge, LoweredFile, suppress};
+use crate::{CrateName, Knowledge, LoweredFile, suppress};
 
 /// Everything known about a crate's bodies before the rules run.
 pub(crate) struct CrateAnalysis<'a> {
@@ -28,12 +28,13 @@ pub(crate) struct CrateAnalysis<'a> {
 /// summarises the bodies to a fixpoint, then widens each call site with its callees' effects.
 pub(crate) fn analyse<'a>(
     knowledge: &Knowledge,
+    crates: &[CrateName],
     files: &'a [LoweredFile],
     threads: usize,
 ) -> CrateAnalysis<'a> {
     let irs: Vec<&crate::ir::FileIr> = files.iter().map(|f| &f.ir).collect();
     let mut facts = Facts::collect(&irs);
-    facts.add_module_paths(files.iter().map(|f| f.path.as_str()));
+    facts.add_module_paths(files.iter().map(|f| f.path.as_str()), crates);
     let counts = files.iter().map(|f| f.ir.bodies.len());
     // Sized up front: grown by doubling, the two lists held up to twice their bodies' worth at
     // the analysis' peak.
@@ -115,17 +116,19 @@ fn test_module_files(files: &[LoweredFile]) -> Vec<bool> {
 /// unused ones reported), sorted by file and position.
 pub fn run(
     knowledge: &Knowledge,
+    crates: &[CrateName],
     files: &[LoweredFile],
     enabled: &dyn Fn(&str) -> bool,
     threads: usize,
 ) -> Vec<Diagnostic> {
-    run_with(knowledge, files, enabled, threads, true)
+    run_with(knowledge, crates, files, enabled, threads, true)
 }
 
 /// [`run`], with `skip_inapplicable` saying whether a rule is checked only on the bodies its
 /// `applies` accepts (always, but in the test that `applies` hides no finding).
 fn run_with(
     knowledge: &Knowledge,
+    crates: &[CrateName],
     files: &[LoweredFile],
     enabled: &dyn Fn(&str) -> bool,
     threads: usize,
@@ -142,7 +145,7 @@ fn run_with(
         .filter(|r| enabled(r.meta.name))
         .collect();
     if !rules.is_empty() {
-        let a = analyse(knowledge, files, threads);
+        let a = analyse(knowledge, crates, files, threads);
         let krate = CrateView {
             paths: files.iter().map(|f| f.path.as_str()).collect(),
             lines: files.iter().map(|f| &f.lines).collect(),
@@ -198,9 +201,14 @@ fn run_with(
 
 /// See [`crate::Analyzer::dump_effects`].
 #[cfg(feature = "dev")]
-pub(crate) fn dump_effects(knowledge: &Knowledge, files: &[LoweredFile], threads: usize) -> String {
+pub(crate) fn dump_effects(
+    knowledge: &Knowledge,
+    crates: &[CrateName],
+    files: &[LoweredFile],
+    threads: usize,
+) -> String {
     use std::fmt::Write as _;
-    let a = analyse(knowledge, files, threads);
+    let a = analyse(knowledge, crates, files, threads);
     let body_of = |c: &BodyId| &files[c.file as usize].ir.bodies[c.body as usize];
     let name = |c: &BodyId| {
         let b = body_of(c);
@@ -361,8 +369,8 @@ mod tests {
                     .expect("a key")
                     .extend(names.iter().cloned());
             }
-            let applicable = super::run_with(&k, &files, &all, 1, true);
-            let everywhere = super::run_with(&k, &files, &all, 1, false);
+            let applicable = super::run_with(&k, &[], &files, &all, 1, true);
+            let everywhere = super::run_with(&k, &[], &files, &all, 1, false);
             assert_eq!(applicable, everywhere, "{}", case.name);
             compared += applicable.len();
         }

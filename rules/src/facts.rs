@@ -120,6 +120,9 @@ pub struct Facts<'a> {
     packages: FxHashSet<Name>,
     /// Per package: its name, when its root directory has one.
     package_names: Vec<Option<Name>>,
+    /// The names the workspace's packages are imported by (`cache_service`), each with its
+    /// package, when the caller told them (see [`crate::Analyzer::with_crates`]).
+    crate_names: Vec<(Name, u32)>,
     /// Per file (in file order): the index of its package in `modules`.
     package_of: Vec<u32>,
     /// Per file: its inline `mod`s, merged into its package's modules with the paths.
@@ -485,7 +488,11 @@ impl<'a> Facts<'a> {
 
     /// Adds the files' paths (in file order, as given to [`Facts::collect`]) and the module
     /// and package names they give (see [`Facts::modules`]).
-    pub fn add_module_paths(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+    pub fn add_module_paths(
+        &mut self,
+        paths: impl IntoIterator<Item = &'a str>,
+        crates: &[crate::CrateName],
+    ) {
         let mut roots: Vec<&'a str> = Vec::new();
         for path in paths {
             let fi = self.paths.len();
@@ -503,6 +510,15 @@ impl<'a> Facts<'a> {
                         self.packages.insert(name.clone());
                     }
                     self.package_names.push(name);
+                    let package = (roots.len() - 1) as u32;
+                    for c in crates
+                        .iter()
+                        .filter(|c| c.dir.trim_end_matches('/') == root)
+                    {
+                        let name = Name::new(&c.name.replace('-', "_"));
+                        self.packages.insert(name.clone());
+                        self.crate_names.push((name, package));
+                    }
                     roots.len() - 1
                 }
             };
@@ -605,10 +621,16 @@ impl<'a> Facts<'a> {
 
     /// The checked package named `name` (a root directory's name, `-` read as `_`).
     fn package_named(&self, name: &str) -> Option<u32> {
-        self.package_names
+        self.crate_names
             .iter()
-            .position(|n| n.as_deref() == Some(name))
-            .map(|k| k as u32)
+            .find(|(n, _)| n.as_str() == name)
+            .map(|(_, k)| *k)
+            .or_else(|| {
+                self.package_names
+                    .iter()
+                    .position(|n| n.as_deref() == Some(name))
+                    .map(|k| k as u32)
+            })
     }
 
     /// The free fns a bare call `name(..)` written in `file` may run, as Rust scopes it: the

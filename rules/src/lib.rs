@@ -184,12 +184,24 @@ fn parse_error(
     }
 }
 
+/// A package of the workspace as paths name it: its directory (relative to the root the files'
+/// paths are written from, `/`-separated, empty for the root itself) and the name its library
+/// is imported by (`cache_service` for a package `cache-service` kept in
+/// `crates/services/cache`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrateName {
+    pub dir: String,
+    pub name: String,
+}
+
 /// The analyzer, configured once and shared by all worker threads.
 #[derive(Debug, Clone, Default)]
 pub struct Analyzer {
     knowledge: Knowledge,
     /// Threads [`Analyzer::check`] may use (0 and 1 mean the calling thread only).
     threads: usize,
+    /// The workspace's packages by the names their libraries are imported by.
+    crates: Vec<CrateName>,
 }
 
 impl Analyzer {
@@ -197,7 +209,16 @@ impl Analyzer {
         Analyzer {
             knowledge,
             threads: 1,
+            crates: Vec::new(),
         }
+    }
+
+    /// Tells the analyzer the names the workspace's packages are imported by, so that a path
+    /// through one (`cache_service::set_key(..)`) resolves to its fns whatever its directory is
+    /// called. Without it a package is known by its directory's name only.
+    pub fn with_crates(mut self, crates: Vec<CrateName>) -> Self {
+        self.crates = crates;
+        self
     }
 
     /// Lets [`Analyzer::check`] classify bodies on up to `threads` threads (scoped: they end
@@ -272,7 +293,7 @@ impl Analyzer {
     /// diagnostics sorted by file and position. Suppressions are already applied; unused ones are
     /// reported as `unused-suppression`.
     pub fn check(&self, files: &[LoweredFile], enabled: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
-        check::run(&self.knowledge, files, enabled, self.threads)
+        check::run(&self.knowledge, &self.crates, files, enabled, self.threads)
     }
 
     /// What classification and the summaries made of every body with an effect, as text: per
@@ -280,6 +301,6 @@ impl Analyzer {
     /// (for the dev tools; not a stable format).
     #[cfg(feature = "dev")]
     pub fn dump_effects(&self, files: &[LoweredFile]) -> String {
-        check::dump_effects(&self.knowledge, files, self.threads)
+        check::dump_effects(&self.knowledge, &self.crates, files, self.threads)
     }
 }

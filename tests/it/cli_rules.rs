@@ -339,6 +339,97 @@ pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
     assert_eq!(rules(&whole.json()), ["check-before-lock"]);
 }
 
+#[test]
+fn a_path_through_a_package_resolves_by_its_crate_name_not_its_directory() {
+    // Two members define `load_status`, in directories named unlike their packages: only the
+    // crate names in the paths say which one a call runs.
+    let p = Project::empty();
+    p.write(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"crates/storage\", \"crates/memo\", \"crates/api\"]\nresolver = \"2\"\n",
+    );
+    let sqlx_dep = "sqlx = { version = \"0.8\", features = [\"postgres\"] }\n";
+    p.write(
+        "crates/storage/Cargo.toml",
+        &format!("[package]\nname = \"order-store\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{sqlx_dep}"),
+    );
+    p.write(
+        "crates/storage/src/lib.rs",
+        r#"//! Order storage.
+
+use sqlx::PgPool;
+
+/// Reads an order's status.
+pub async fn load_status(db: &PgPool, order_id: i64) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order_id)
+        .fetch_one(db)
+        .await
+}
+"#,
+    );
+    p.write(
+        "crates/memo/Cargo.toml",
+        &format!("[package]\nname = \"order-memo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{sqlx_dep}"),
+    );
+    p.write(
+        "crates/memo/src/lib.rs",
+        r#"//! What the caller last asked for, kept in the request.
+
+use sqlx::PgPool;
+
+/// The status the request carries; reads nothing.
+pub async fn load_status(_db: &PgPool, order_id: i64) -> Result<String, sqlx::Error> {
+    Ok(if order_id % 2 == 0 { "paid".into() } else { "open".into() })
+}
+"#,
+    );
+    p.write(
+        "crates/api/Cargo.toml",
+        &format!("[package]\nname = \"api\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\norder-store = {{ path = \"../storage\" }}\norder-memo = {{ path = \"../memo\" }}\n{sqlx_dep}"),
+    );
+    let api = r#"//! Handlers.
+
+use sqlx::PgPool;
+
+pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
+    let status = order_store::load_status(db, order_id).await?;
+    if status != "paid" {
+        return Ok(());
+    }
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
+        .bind(order_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn ship_by_request(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
+    let status = order_memo::load_status(db, order_id).await?;
+    if status != "paid" {
+        return Ok(());
+    }
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
+        .bind(order_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+"#;
+    p.write("crates/api/src/lib.rs", api);
+    let run = p.run(&["--format", "json", "--select", "check-before-lock"]);
+    run.code(1);
+    let json = run.json();
+    let found = findings(&json);
+    assert_eq!(found.len(), 1, "{json:#}");
+    assert_eq!(found[0]["file"], "crates/api/src/lib.rs");
+    assert!(fn_lines(api, "ship").contains(&found[0]["start"]["line"].as_u64().unwrap()));
+}
+
 /// A check-before-lock hazard: order status read and tested on the pool, then a transaction
 /// begins and the UPDATE filters on the id only, with no re-read.
 pub const CHECK_BEFORE_LOCK: &str = r#"//! Shipping.

@@ -224,8 +224,13 @@ fn class_of_shape(
     // A bound naming the ability to begin transactions (sea-orm's `C: TransactionTrait`) is a
     // connection, not an open transaction (`dyn MintTransaction` is one).
     let can_begin = (prefix == "dyn" || prefix == "impl") && name.ends_with("Trait");
+    // A transaction that only reads (redb's `ReadTransaction`, a `StoreReaderTransaction`
+    // snapshot) writes nothing a rollback could take back.
+    let reads_only = crate::kb::names::words(name.as_str())
+        .any(|w| matches!(w.as_str(), "read" | "reader" | "readonly" | "snapshot"));
     if (has(&lower, "transaction") || name == "Tx")
         && !can_begin
+        && !reads_only
         && is_db_transaction(full, name.as_str(), facts, package)
     {
         return Class::DbTx;

@@ -18,7 +18,9 @@ declare_rule! {
     /// |tx| ..)`). A transaction handed over by value (`ledger.post(tx, ..)`) ends there for
     /// the caller: the callee owns it, and commits or drops it. A call that only reads at the
     /// remote (an HTTP `GET` or `HEAD`, an AWS `get_*` / `list_*` / `describe_*` operation, a
-    /// gRPC `get_*` / `list_*` method) is not reported: it commits nothing there.
+    /// gRPC `get_*` / `list_*` method) is not reported: it commits nothing there. Nor is a
+    /// transaction whose type says it only reads (redb's `ReadTransaction`, a
+    /// `JournalReaderTransaction` snapshot): it has nothing to roll back.
     ///
     /// ### Why is this bad?
     ///
