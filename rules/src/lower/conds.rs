@@ -21,7 +21,15 @@ pub(super) fn values(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         Expr::Lit(l) => lit(&l.lit, out),
         Expr::Path(p) => path(&p.path, out),
         Expr::Call(c) => {
-            values(&c.func, out, d);
+            // A constructor (`Some(..)`, `Status::Held(..)`) is a value; a fn called in the test
+            // (`cache::get_value(..)`) is not.
+            let called_fn = matches!(&*c.func, Expr::Path(p)
+            if p.path.segments.last_item().is_some_and(|s| {
+                !s.ident.to_string().starts_with(|ch: char| ch.is_ascii_uppercase())
+            }));
+            if !called_fn {
+                values(&c.func, out, d);
+            }
             c.args.each().for_each(|a| values(a, out, d));
         }
         Expr::MethodCall(m) => {

@@ -658,7 +658,12 @@ pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
             if !call.all_args().any(|a| a.closure));
     // `found.is_none()`, `rows.is_empty()`, `found == None`: a presence test when the read's
     // answer is whether rows were found.
-    let asks_variant = || t.values.iter().any(|v| v == "None" || v == "Some") && finds_rows(cx, r);
+    // (`found != Some(x)` compares a value: `Some` asks only as a method or a pattern.)
+    let asks_variant = || {
+        t.values.iter().any(|v| {
+            v == "None" || v == "Some" && matches!(t.comparison, crate::ir::Comparison::Other)
+        }) && finds_rows(cx, r)
+    };
     let asks = lookup_is_test
         || t.pats.iter().flatten().any(|v| v == "Some" || v == "None")
         || asks_variant();
