@@ -52,7 +52,9 @@ declare_rule! {
     /// `SET` without `NX`, a namespaced cache's `get` then `put`): the entry is tested (the
     /// flow stops, or the set sits in a branch the test opens), and the same entry — both calls
     /// pass the same key value — is set in a second step while the work it gates runs on the
-    /// same path. A cache filled on a miss with what a lookup after the miss returned is not
+    /// same path; also a row of a table kept as such an entry (looked up by a key the function
+    /// made, found absent, then upserted by that key: the upsert overwrites where an insert
+    /// would refuse). A cache filled on a miss with what a lookup after the miss returned is not
     /// reported, in a key-value store or in memory (`map.insert(k, v)`, an LRU's `put(k, v)`). And the limit check: the rows of a table counted (`SELECT count(*)`, `.count(db)`,
     /// or a list read whose length is compared), the count compared with a bound (`taken >=
     /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
