@@ -267,43 +267,13 @@ fn two_member_workspace_finds_a_hazard_across_crates() {
         "crates/store/Cargo.toml",
         "[package]\nname = \"store\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nsqlx = { version = \"0.8\", features = [\"postgres\"] }\n",
     );
-    p.write(
-        "crates/store/src/lib.rs",
-        r#"//! Order storage.
-
-use sqlx::PgPool;
-
-/// Reads an order's status.
-pub async fn load_status(db: &PgPool, order_id: i64) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id)
-        .fetch_one(db)
-        .await
-}
-"#,
-    );
+    p.write("crates/store/src/lib.rs", LOAD_STATUS_LIB);
     p.write(
         "crates/api/Cargo.toml",
         "[package]\nname = \"api\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nstore = { path = \"../store\" }\nsqlx = { version = \"0.8\", features = [\"postgres\"] }\n",
     );
-    let api = r#"//! Handlers.
-
-use sqlx::PgPool;
-
-pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
-    let status = store::load_status(db, order_id).await?;
-    if status != "paid" {
-        return Ok(());
-    }
-    let mut tx = db.begin().await?;
-    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
-        .bind(order_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
-}
-"#;
+    let api = format!("{HANDLERS}{}", shipper("ship", "store"));
+    let api = api.as_str();
     p.write("crates/api/src/lib.rs", api);
     p.write("crates/api/tests/smoke.rs", CLEAN);
     let run = p.run(&["--format", "json"]);
@@ -353,21 +323,7 @@ fn a_path_through_a_package_resolves_by_its_crate_name_not_its_directory() {
         "crates/storage/Cargo.toml",
         &format!("[package]\nname = \"order-store\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{sqlx_dep}"),
     );
-    p.write(
-        "crates/storage/src/lib.rs",
-        r#"//! Order storage.
-
-use sqlx::PgPool;
-
-/// Reads an order's status.
-pub async fn load_status(db: &PgPool, order_id: i64) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
-        .bind(order_id)
-        .fetch_one(db)
-        .await
-}
-"#,
-    );
+    p.write("crates/storage/src/lib.rs", LOAD_STATUS_LIB);
     p.write(
         "crates/memo/Cargo.toml",
         &format!("[package]\nname = \"order-memo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n{sqlx_dep}"),
@@ -388,38 +344,12 @@ pub async fn load_status(_db: &PgPool, order_id: i64) -> Result<String, sqlx::Er
         "crates/api/Cargo.toml",
         &format!("[package]\nname = \"api\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\norder-store = {{ path = \"../storage\" }}\norder-memo = {{ path = \"../memo\" }}\n{sqlx_dep}"),
     );
-    let api = r#"//! Handlers.
-
-use sqlx::PgPool;
-
-pub async fn ship(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
-    let status = order_store::load_status(db, order_id).await?;
-    if status != "paid" {
-        return Ok(());
-    }
-    let mut tx = db.begin().await?;
-    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
-        .bind(order_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-pub async fn ship_by_request(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {
-    let status = order_memo::load_status(db, order_id).await?;
-    if status != "paid" {
-        return Ok(());
-    }
-    let mut tx = db.begin().await?;
-    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
-        .bind(order_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
-}
-"#;
+    let api = format!(
+        "{HANDLERS}{}\n{}",
+        shipper("ship", "order_store"),
+        shipper("ship_by_request", "order_memo")
+    );
+    let api = api.as_str();
     p.write("crates/api/src/lib.rs", api);
     let run = p.run(&["--format", "json", "--select", "check-before-lock"]);
     run.code(1);
@@ -428,6 +358,44 @@ pub async fn ship_by_request(db: &PgPool, order_id: i64) -> Result<(), sqlx::Err
     assert_eq!(found.len(), 1, "{json:#}");
     assert_eq!(found[0]["file"], "crates/api/src/lib.rs");
     assert!(fn_lines(api, "ship").contains(&found[0]["start"]["line"].as_u64().unwrap()));
+}
+
+/// A package's library that reads an order's status from the database.
+const LOAD_STATUS_LIB: &str = r#"//! Order storage.
+
+use sqlx::PgPool;
+
+/// Reads an order's status.
+pub async fn load_status(db: &PgPool, order_id: i64) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar("SELECT status FROM orders WHERE id = $1")
+        .bind(order_id)
+        .fetch_one(db)
+        .await
+}
+"#;
+
+/// The head of a handlers file.
+const HANDLERS: &str = "//! Handlers.\n\nuse sqlx::PgPool;\n\n";
+
+/// A handler `name` that tests the status `krate::load_status` gives, then ships the order in a
+/// transaction by its id alone.
+fn shipper(name: &str, krate: &str) -> String {
+    format!(
+        r#"pub async fn {name}(db: &PgPool, order_id: i64) -> Result<(), sqlx::Error> {{
+    let status = {krate}::load_status(db, order_id).await?;
+    if status != "paid" {{
+        return Ok(());
+    }}
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1")
+        .bind(order_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}}
+"#
+    )
 }
 
 /// A check-before-lock hazard: order status read and tested on the pool, then a transaction
