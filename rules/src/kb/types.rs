@@ -262,10 +262,12 @@ fn class_of_shape(
     if prefix == "dyn" || prefix == "impl" {
         return Class::Trait(name);
     }
-    if facts.structs.contains_key(name.as_str()) {
+    // A library's type (`hiqlite::Client`) is not the crate's struct of the same name.
+    let own = || is_own_type(full, name.as_str(), facts, package);
+    if facts.structs.contains_key(name.as_str()) && own() {
         return Class::User(name);
     }
-    if facts.trait_impls.contains_key(&name) {
+    if facts.trait_impls.contains_key(&name) && own() {
         return Class::Trait(name);
     }
     Class::Unknown(name)

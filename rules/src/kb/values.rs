@@ -220,11 +220,22 @@ impl Classifier<'_> {
             return None;
         };
         let body = self.facts.body(*id);
-        let ty = body
+        let (full, ty) = body
             .ret
             .iter()
-            .map(|t| t.rsplit(':').next().unwrap_or(t))
-            .find(|t| !TYPE_WRAPPERS.contains(t) && *t != "Result" && !t.ends_with("Result"))?;
+            .map(|t| (t, t.rsplit(':').next().unwrap_or(t)))
+            .find(|(_, t)| {
+                !TYPE_WRAPPERS.contains(t) && *t != "Result" && !t.ends_with("Result")
+            })?;
+        // A library's type (`-> &'static hiqlite::Client`) is not the crate's struct of that name.
+        if let Some((head, _)) = full.split_once("::")
+            && !matches!(head, "crate" | "self" | "super")
+            && !self
+                .facts
+                .is_crate_module(self.facts.package_of(id.file), head)
+        {
+            return None;
+        }
         let ty = if ty == "Self" {
             body.self_ty.as_deref()?
         } else {

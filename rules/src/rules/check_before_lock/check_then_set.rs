@@ -67,8 +67,23 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         let on_path = |i: u32| {
             !others.iter().any(|&(a, b)| a <= i && i <= b) && (i > w || cx.reach_end(i) > w)
         };
-        let work = (c + 1..end)
-            .find(|&i| i != w && acts(cx, i) && !cx.effs(i).any(|e| e.kv) && on_path(i))?;
+        // Another entry of the store is work too; the gate's own entry is not, nor a call known
+        // as remote only by its receiver's name (`client.query_as(..)`).
+        let not_work = |i: u32| {
+            cx.effs(i).any(|e| e.kv && e.table.as_deref() == Some(key))
+                || cx.effs(i).all(|e| {
+                    e.kind == EffectKind::Remote && e.by_name
+                        || !matches!(
+                            e.kind,
+                            EffectKind::Remote
+                                | EffectKind::Write
+                                | EffectKind::Claim
+                                | EffectKind::Schedule
+                                | EffectKind::Spawn
+                        )
+                })
+        };
+        let work = (c + 1..end).find(|&i| i != w && acts(cx, i) && !not_work(i) && on_path(i))?;
         reported.first(r);
         let mut d = cx.diag(
             &super::RULE,
