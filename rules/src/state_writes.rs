@@ -191,8 +191,10 @@ pub(crate) fn holder_writes(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> bo
 }
 
 /// Is the written row one this body created: its key comes from the result of the body's own
-/// insert into the table (`let build = insert_build(..)` .. `set_build_status(build, ..)`)?
-/// Nobody else has been handed the new row's key, so no other transition can be lost.
+/// insert into the table (`let build = insert_build(..)` .. `set_build_status(build, ..)`), or
+/// the body inserted it with the very value it now writes it by (`insert_channel(conn, &id,
+/// ..)` then `set_channel_open(conn, &id, ..)`)? Nobody else has been handed the new row's key,
+/// so no other transition can be lost.
 pub(crate) fn own_new_row(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
     let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
         return false;
@@ -214,8 +216,38 @@ pub(crate) fn own_new_row(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
                 call.all_args()
                     .flat_map(|a| &a.paths)
                     .any(|p| made.contains(query::first(p)))
+                    || inserted_with_same_value(cx, r, w, call)
             }
     })
+}
+
+/// Do the insert at `r` and the write `call` both hand a crate helper the same value (`&id`,
+/// `&channel.channel_id`), besides the connection (the first argument of a free helper, one
+/// borrowed `&mut`, or the one executor a statement runs on), with the write on a path the insert goes on to (not in another arm, not
+/// past a `return` after it)?
+fn inserted_with_same_value(cx: &RuleCx<'_>, r: u32, w: u32, call: &crate::ir::Call) -> bool {
+    let EventKind::Call(insert) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    if cx.reach_end(r) <= w || cx.alternatives_of(w).iter().any(|&(a, b)| a <= r && r <= b) {
+        return false;
+    }
+    let values = |c: &crate::ir::Call| -> Vec<crate::name::Name> {
+        c.steps
+            .iter()
+            // The executor a statement runs on (`.exec(client)`, `.execute(&pool)`) is no value
+            // of the row.
+            .filter(|s| !(crate::apis::EXEC_STEPS.contains(&s.name.as_str()) && s.args.len() == 1))
+            .flat_map(|s| {
+                let skip = usize::from(!c.func.is_empty() && s.name == *c.func_last());
+                s.args.iter().skip(skip)
+            })
+            .filter(|a| !a.mut_borrow && !a.closure)
+            .flat_map(|a| a.paths.iter().cloned())
+            .collect()
+    };
+    let inserted = values(insert);
+    values(call).iter().any(|p| inserted.contains(p))
 }
 
 /// A body whose statements may run in its caller's transaction (a transaction, a connection

@@ -35,7 +35,8 @@ declare_rule! {
     /// `WHERE`), in a `SERIALIZABLE` transaction whose read checked the state (every SQLite
     /// transaction is one: see `check-before-lock`), for inserts and
     /// upserts of new rows, for a row the function created itself (its key is the result of the
-    /// function's own insert), for statements over the whole table, when the value written is the
+    /// function's own insert, or the value it handed that insert: `insert_channel(conn, &id, ..)`
+    /// then `set_channel_open(conn, &id)`), for statements over the whole table, when the value written is the
     /// only one any update of the crate sets that column to (a `confirmed` flag set once: two
     /// writes race to the same state), for the holder's writes to a work row (a job, a task, a
     /// build) that the crate hands out one holder at a time (`SELECT .. FOR UPDATE SKIP LOCKED`
