@@ -223,8 +223,8 @@ pub(crate) fn own_new_row(cx: &RuleCx<'_>, w: u32, write: &Effect) -> bool {
 
 /// Do the insert at `r` and the write `call` both hand a crate helper the same value (`&id`,
 /// `&channel.channel_id`), besides the connection (the first argument of a free helper, one
-/// borrowed `&mut`, or the one executor a statement runs on), with the write on a path the insert goes on to (not in another arm, not
-/// past a `return` after it)?
+/// borrowed `&mut`, or the one executor a statement runs on), with the write on a path the
+/// insert goes on to (not in another arm, not past a `return` after it)?
 fn inserted_with_same_value(cx: &RuleCx<'_>, r: u32, w: u32, call: &crate::ir::Call) -> bool {
     let EventKind::Call(insert) = &cx.body.events[r as usize].kind else {
         return false;
