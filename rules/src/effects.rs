@@ -224,7 +224,6 @@ impl Effect {
         self
     }
 
-    /// An access through a temporary guard: the lock is taken at the access itself.
     /// A read that orders what it finds (`ORDER BY ..`, diesel's `.order(..)`, sea-orm's
     /// `.order_by_desc(..)`): it picks among several rows with the columns it filters on.
     pub fn ordered(&self) -> bool {
@@ -256,6 +255,7 @@ impl Effect {
         }
     }
 
+    /// An access through a temporary guard: the lock is taken at the access itself.
     pub fn temporary(&self) -> bool {
         self.guard == GuardUse::Temporary
     }

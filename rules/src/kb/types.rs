@@ -315,7 +315,7 @@ fn is_db_transaction(full: &str, name: &str, facts: &Facts, package: u32) -> boo
 
 /// A type of the crate itself: a path through the crate's modules, or a bare name the crate
 /// declares a struct for or implements as a trait.
-fn is_own_type(full: &str, name: &str, facts: &Facts, package: u32) -> bool {
+pub(super) fn is_own_type(full: &str, name: &str, facts: &Facts, package: u32) -> bool {
     match full.split_once("::") {
         Some((head, _)) => facts.is_crate_module(package, head),
         None => facts.structs.contains_key(name) || facts.trait_impls.contains_key(name),

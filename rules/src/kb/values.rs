@@ -228,11 +228,8 @@ impl Classifier<'_> {
                 !TYPE_WRAPPERS.contains(t) && *t != "Result" && !t.ends_with("Result")
             })?;
         // A library's type (`-> &'static hiqlite::Client`) is not the crate's struct of that name.
-        if let Some((head, _)) = full.split_once("::")
-            && !matches!(head, "crate" | "self" | "super")
-            && !self
-                .facts
-                .is_crate_module(self.facts.package_of(id.file), head)
+        if full.contains("::")
+            && !types::is_own_type(full, ty, self.facts, self.facts.package_of(id.file))
         {
             return None;
         }

@@ -6,7 +6,7 @@
 //! entry (a DB-backed cache: looked up by a key, then upserted by it, `INSERT .. ON CONFLICT ..
 //! DO UPDATE`): the upsert overwrites instead of refusing the second request.
 
-use super::{Reported, RuleCx, acts, tests_read};
+use super::{Reported, RuleCx, acting, acts, tests_read};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
 use crate::ir::{EventKind, Region};
@@ -71,17 +71,9 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         // as remote only by its receiver's name (`client.query_as(..)`).
         let not_work = |i: u32| {
             cx.effs(i).any(|e| e.kv && e.table.as_deref() == Some(key))
-                || cx.effs(i).all(|e| {
-                    e.kind == EffectKind::Remote && e.by_name
-                        || !matches!(
-                            e.kind,
-                            EffectKind::Remote
-                                | EffectKind::Write
-                                | EffectKind::Claim
-                                | EffectKind::Schedule
-                                | EffectKind::Spawn
-                        )
-                })
+                || cx
+                    .effs(i)
+                    .all(|e| !acting(e) || e.kind == EffectKind::Remote && e.by_name)
         };
         let work = (c + 1..end).find(|&i| i != w && acts(cx, i) && !not_work(i) && on_path(i))?;
         reported.first(r);
@@ -131,14 +123,9 @@ fn same_entry(cx: &RuleCx<'_>, r: u32, w: u32, local_key: bool) -> bool {
         }
     };
     let read = roots(r);
-    let made_here = |x: &str| {
-        cx.body.events[..r as usize]
-            .iter()
-            .any(|e| matches!(&e.kind, EventKind::Bind(b) if b.names.iter().any(|n| n == x)))
-    };
     roots(w)
         .iter()
-        .any(|x| read.contains(x) && (!local_key || made_here(x)))
+        .any(|x| read.contains(x) && (!local_key || binds(cx, 0..r, x, false)))
 }
 
 /// A plain write of one key-value entry: not a claim (`SET NX`), not a deletion; or an upsert
@@ -190,17 +177,22 @@ fn stores_computed(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
     let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
         return false;
     };
-    let made_after = |x: &str| {
-        cx.body.events[c as usize..w as usize]
+    call.all_args().any(|a| {
+        a.paths
             .iter()
-            .any(|e| match &e.kind {
-                EventKind::Bind(b) => b.names.iter().any(|n| n == x),
-                EventKind::Assign(a) => query::first(&a.target) == x,
-                _ => false,
-            })
-    };
-    call.all_args()
-        .any(|a| a.paths.iter().any(|p| made_after(query::first(p))))
+            .any(|p| binds(cx, c..w, query::first(p), true))
+    })
+}
+
+/// Is local `x` bound among the events `range` (or, with `assigns`, assigned there too)?
+fn binds(cx: &RuleCx<'_>, range: std::ops::Range<u32>, x: &str, assigns: bool) -> bool {
+    cx.body.events[range.start as usize..range.end as usize]
+        .iter()
+        .any(|e| match &e.kind {
+            EventKind::Bind(b) => b.names.iter().any(|n| n == x),
+            EventKind::Assign(a) => assigns && query::first(&a.target) == x,
+            _ => false,
+        })
 }
 
 /// Does the set at `w` store a value that a read or a remote call made after the test at `c`

@@ -449,17 +449,20 @@ pub(super) fn marks_once(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
 /// Does event `i` act on the world (a write, a remote call, a claim, a schedule or a spawn),
 /// on the body's own path (not detached)?
 pub(super) fn acts(cx: &RuleCx<'_>, i: u32) -> bool {
-    !cx.detached(i)
-        && cx.effs(i).any(|e| {
-            matches!(
-                e.kind,
-                EffectKind::Write
-                    | EffectKind::Remote
-                    | EffectKind::Claim
-                    | EffectKind::Schedule
-                    | EffectKind::Spawn
-            )
-        })
+    !cx.detached(i) && cx.effs(i).any(acting)
+}
+
+/// An effect that does something (a write, a remote call, a claim, a schedule, a spawn), not
+/// a read or a lock.
+pub(super) fn acting(e: &Effect) -> bool {
+    matches!(
+        e.kind,
+        EffectKind::Write
+            | EffectKind::Remote
+            | EffectKind::Claim
+            | EffectKind::Schedule
+            | EffectKind::Spawn
+    )
 }
 
 /// Does the test at `c` look only at columns of the row read at `r` that the crate gives when
