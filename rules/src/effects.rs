@@ -102,7 +102,8 @@ pub(crate) struct Effect {
     pub locking: bool,
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
-    /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`]).
+    /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`],
+    /// [`Effect::writes_in_cte`]).
     marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
@@ -236,6 +237,17 @@ impl Effect {
         self.marks & Self::READ_ONLY != 0
     }
 
+    /// A read whose statement also writes, in a `WITH` query before its `SELECT` (`WITH picked
+    /// AS (UPDATE jobs SET status = 'running' WHERE id IN (SELECT .. FOR UPDATE SKIP LOCKED)
+    /// RETURNING *) SELECT ..`): the rows it returns are already claimed.
+    pub fn writes_in_cte(&self) -> bool {
+        self.marks & Self::CTE_WRITE != 0
+    }
+
+    pub fn set_writes_in_cte(&mut self, on: bool) {
+        self.mark(Self::CTE_WRITE, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -246,6 +258,7 @@ impl Effect {
 
     const ORDERED: u8 = 1;
     const READ_ONLY: u8 = 2;
+    const CTE_WRITE: u8 = 4;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

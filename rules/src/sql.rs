@@ -64,6 +64,9 @@ pub struct SqlInfo {
     pub returning: bool,
     /// `.. ISOLATION LEVEL SERIALIZABLE` (in `BEGIN` or `SET TRANSACTION`).
     pub serializable: bool,
+    /// A `WITH` query before the statement's verb writes (`WITH picked AS (UPDATE .. RETURNING
+    /// ..) SELECT ..`): a data-modifying CTE.
+    pub cte_writes: bool,
     /// A `SELECT` that counts rows: `count(..)` in its projection (before its `FROM`).
     pub counts: bool,
     /// A `SELECT` that orders what it finds (`ORDER BY sent_at DESC LIMIT 1`): it picks among
@@ -288,6 +291,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         assigns: Vec::new(),
         where_cols: Vec::new(),
         cte_where_cols: Vec::new(),
+        cte_writes: false,
         filtered: false,
         on_conflict_nothing: false,
         upsert: false,
@@ -423,6 +427,13 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             .any(|w| w[0].is_kw("not") && (w[1].is_kw("exists") || w[1].is_kw("in")))
             || toks[start..].iter().any(|t| t.is_kw("except"));
     }
+    // A data-modifying `WITH` query before the verb (`FOR UPDATE` is no write).
+    info.cte_writes = toks[..start].iter().enumerate().any(|(i, t)| {
+        (t.is_kw("update") && !prev_is_kw(toks, i, "for") && !prev_is_kw(toks, i, "key")
+            || t.is_kw("delete")
+            || t.is_kw("insert"))
+            && i > 0
+    });
     // WHERE columns of the `WITH` queries before the verb.
     let mut i = 0;
     while i < start {
@@ -932,6 +943,20 @@ mod tests {
         assert!(i.locking);
         assert_eq!(i.where_cols, vec!["id"]);
         assert_eq!(i.cte_where_cols, vec!["status", "run_at"]);
+        assert!(!i.cte_writes, "a locking select in the WITH writes nothing");
+    }
+
+    #[test]
+    fn a_claiming_cte_writes() {
+        let i = classify(
+            "WITH claimed AS (UPDATE jobs SET status = $1 WHERE id IN (SELECT id FROM jobs WHERE status = $2 LIMIT 5 FOR UPDATE SKIP LOCKED) RETURNING jobs)
+             SELECT jobs FROM claimed ORDER BY id",
+        )
+        .unwrap();
+        assert_eq!(i.kind, SqlKind::Select);
+        assert!(i.locking);
+        assert!(i.cte_writes);
+        assert!(!classify("SELECT id FROM jobs FOR UPDATE").unwrap().cte_writes);
     }
 
     #[test]

@@ -646,6 +646,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     // `INSERT INTO job_locks .. ON CONFLICT DO NOTHING`: a lock row claimed.
     e.lock_claim = kind == EffectKind::Claim && sql.table().is_some_and(|t| t.contains("lock"));
     e.locking = sql.locking;
+    e.set_writes_in_cte(kind == EffectKind::Read && sql.cte_writes);
     e.counts = sql.counts;
     e.set_ordered(sql.ordered);
     e.conditional = sql.is_conditional();

@@ -469,6 +469,14 @@ impl<'a> RuleCx<'a> {
         self.enter_of.get_or_init(|| query::enter_of(self.body))
     }
 
+    /// The body reaches the store through a pool or a client of its own, not a transaction, a
+    /// connection or an executor its caller hands in (a caller may hold a transaction, and rows
+    /// locked, in those).
+    pub fn own_connection(&self) -> bool {
+        let b = &self.effects.body;
+        b.tx_param.is_none() && !b.conn_param && !b.tx_holder
+    }
+
     /// Whether event `i` runs detached (in a spawned or delayed closure).
     pub fn detached(&self, i: u32) -> bool {
         self.effects.detached(i)

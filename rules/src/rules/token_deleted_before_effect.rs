@@ -320,7 +320,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             && del.delete
             && !result_checked(cx, d)
             && by_own_key(del)
-            && own_connection(cx)
+            && cx.own_connection()
             && let Some(param) = key_parameter(cx, d)
             && let Some((e, eff)) = (0..end)
                 .filter(|&e| e != d)
@@ -516,14 +516,6 @@ fn by_own_key(del: &Effect) -> bool {
             || is_token_name(c)
             || crate::kb::names::is_own_key(c, del.table.as_deref())
     })
-}
-
-/// The body reaches the store through a pool or a client of its own, not a transaction, a
-/// connection or an executor its caller hands in (a caller may hold the token's row locked
-/// in those).
-fn own_connection(cx: &RuleCx<'_>) -> bool {
-    let b = &cx.effects().body;
-    b.tx_param.is_none() && !b.conn_param && !b.tx_holder
 }
 
 /// The field of a parameter the deletion at `d` takes the token's key from

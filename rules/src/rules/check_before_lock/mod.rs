@@ -13,6 +13,7 @@ mod check_then_insert;
 mod check_then_set;
 mod count_then_write;
 mod in_transaction;
+mod lock_ended;
 mod under_lock;
 mod without_lock;
 
@@ -60,7 +61,14 @@ declare_rule! {
     /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
     /// nothing held over the two: two requests both pass and the cap is crossed, or the last
     /// owner goes. A count over a time window (`WHERE created_at > ..`) is a rate limit and is not
-    /// reported.
+    /// reported. And the row lock that ends before the write: `SELECT .. FOR UPDATE [SKIP
+    /// LOCKED]` run on the pool with no transaction (the lock lasts the one statement), or in a
+    /// transaction committed or rolled back on the way to the `UPDATE` that acts on the row it
+    /// found: two workers both find the row and both claim it. A body handed its connection or
+    /// transaction by the caller, a locking read made by a helper (it may hand its transaction
+    /// back, or claim the row itself), a read or write inside a closure (it may be a
+    /// transaction's), a statement that claims what it locks (`WITH .. UPDATE .. RETURNING`),
+    /// and a write whose own filter re-checks the row are not reported in this form.
     ///
     /// The check must decide the write: it stops the flow, the write sits in its branch, or the
     /// written value comes from the read. A write whose own filter tests again the column the
@@ -228,7 +236,11 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(write) = candidate(cx, w) else {
             continue;
         };
-        let verdict = match under_lock::judge(cx, &write, &mut reported) {
+        let verdict = match lock_ended::judge(cx, &write, &mut reported) {
+            Verdict::Clean => under_lock::judge(cx, &write, &mut reported),
+            decided => decided,
+        };
+        let verdict = match verdict {
             Verdict::Clean => {
                 let st = cx.state(w);
                 if st.txs.is_empty() && st.locks.is_empty() && !write.effect.temporary() {
