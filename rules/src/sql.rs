@@ -956,7 +956,11 @@ mod tests {
         assert_eq!(i.kind, SqlKind::Select);
         assert!(i.locking);
         assert!(i.cte_writes);
-        assert!(!classify("SELECT id FROM jobs FOR UPDATE").unwrap().cte_writes);
+        assert!(
+            !classify("SELECT id FROM jobs FOR UPDATE")
+                .unwrap()
+                .cte_writes
+        );
     }
 
     #[test]

@@ -135,12 +135,26 @@ pub(super) fn classify(
         {
             return None;
         }
-        let table = call.steps[0]
+        // `let target = t::table.filter(t::id.eq(id)); diesel::delete(target)`: the query a
+        // local was bound to names the table and the filter.
+        let bound = call.steps[0]
             .args
             .first()
+            .filter(|a| a.ev.is_none())
             .and_then(|a| a.paths.first())
-            .map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p)));
+            .and_then(|p| bound_query(cx, p));
+        let table = match bound {
+            Some(q) => Some(diesel_table(cx, &Name::join(&q.recv, "."))),
+            None => call.steps[0]
+                .args
+                .first()
+                .and_then(|a| a.paths.first())
+                .map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p))),
+        };
         let mut where_cols = diesel_filter_cols(call);
+        if let Some(q) = bound {
+            where_cols.extend(diesel_filter_cols(q));
+        }
         for a in &call.steps[0].args {
             where_cols.extend(a.eq_cols().iter().cloned());
             if a.calls().is_empty() && !a.paths.is_empty() {
@@ -177,7 +191,8 @@ pub(super) fn classify(
             && !where_cols.is_empty()
             && !where_cols
                 .iter()
-                .any(|c| is_plain_key(c) || token_table && is_token_name(c));
+                .any(|c| is_plain_key(c) || token_table && is_token_name(c))
+            && !keyed_by_schema(cx, table.as_deref(), &where_cols);
         e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.upsert = flast.contains("replace")
@@ -316,7 +331,8 @@ pub(super) fn classify(
                 && !where_cols.is_empty()
                 && !where_cols
                     .iter()
-                    .any(|c| is_plain_key(c) || token_table && is_token_name(c));
+                    .any(|c| is_plain_key(c) || token_table && is_token_name(c))
+                && !keyed_by_schema(cx, Some(entity.as_str()), &where_cols);
             e.filtered = !where_cols.is_empty();
             e.where_cols = where_cols.into();
             e.token = is_token_name(&entity);
@@ -539,6 +555,39 @@ fn diesel_table(cx: &Classifier<'_>, path: &str) -> Name {
     }
 }
 
+/// Do the filter's columns hold a whole unique key (a primary key) that the project's schema
+/// files declare for the table (`DELETE FROM email_tokens WHERE did = $1 AND purpose = $2`
+/// under `PRIMARY KEY (purpose, did)`)? Then the statement picks one row by its key, whatever
+/// the columns are called: no purge.
+fn keyed_by_schema(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> bool {
+    table.is_some_and(|t| cx.facts.duplicates_allowed(&normalize_table(t), cols) == Some(false))
+}
+
+/// The query a plain local holds, when the body bound it to a diesel table's query (`let target
+/// = invites::table.filter(invites::code.eq(code))`).
+fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<&'b Call> {
+    if local.contains(['.', ':']) {
+        return None;
+    }
+    let events = &cx.body.events;
+    events.iter().rev().find_map(|e| match &e.kind {
+        crate::ir::EventKind::Bind(b) if b.names.len() == 1 && b.names[0] == *local => {
+            let &k = b.calls.last()?;
+            match &events.get(k as usize)?.kind {
+                crate::ir::EventKind::Call(q)
+                    if q.func.is_empty()
+                        && q.recv.last().is_some_and(|r| r == "table")
+                        && !q.steps.is_empty() =>
+                {
+                    Some(&**q)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    })
+}
+
 /// The table of a diesel model value (`diesel::delete(&self)`, `diesel::update(&invite)`):
 /// the `#[diesel(table_name = ..)]` of its struct.
 fn model_table(cx: &Classifier<'_>, place: &str) -> Option<Name> {
@@ -670,7 +719,8 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
                 && !sql
                     .where_cols
                     .iter()
-                    .any(|c| is_plain_key(c) || token_table && is_token_name(c)));
+                    .any(|c| is_plain_key(c) || token_table && is_token_name(c))
+                && !keyed_by_schema(cx, sql.table(), &sql.where_cols));
     e.insert = sql.kind == SqlKind::Insert;
     e.upsert = sql.upsert;
     e.where_cols = sql.where_cols.clone().into();

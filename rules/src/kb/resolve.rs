@@ -52,7 +52,11 @@ impl Classifier<'_> {
         }
         for step in call.steps.iter().skip(1) {
             match self.facts.methods_named.get(step.name.as_str()) {
-                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
+                Some(c)
+                    if c.len() == 1
+                        && !COMMON_METHODS.contains(&step.name.as_str())
+                        && self.takes_self(c[0]) =>
+                {
                     if !out.contains(&c[0]) {
                         out.push(c[0]);
                     }
@@ -120,12 +124,26 @@ impl Classifier<'_> {
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
             _ => match self.facts.methods_named.get(step.name.as_str()) {
-                Some(c) if c.len() == 1 && !COMMON_METHODS.contains(&step.name.as_str()) => {
+                Some(c)
+                    if c.len() == 1
+                        && !COMMON_METHODS.contains(&step.name.as_str())
+                        && self.takes_self(c[0]) =>
+                {
                     c.clone()
                 }
                 _ => Vec::new(),
             },
         }
+    }
+
+    /// Does crate fn `b` take `self`? Only such a fn runs for a method call (`x.take()`); an
+    /// associated fn of the same name (`Invitation::take(mail, conn)`) is called by its path.
+    fn takes_self(&self, b: BodyId) -> bool {
+        self.facts
+            .body(b)
+            .params
+            .first()
+            .is_some_and(|(n, _)| n == "self")
     }
 
     pub(super) fn resolve_func(&self, func: &[Name]) -> Vec<BodyId> {

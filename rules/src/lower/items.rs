@@ -133,7 +133,9 @@ impl ItemLowerer<'_, '_> {
                     types::bind_generics(&mut ty, &bounds);
                     fields.push((name, ty));
                 }
-                if let Some(table) = diesel_table_name(&s.attrs) {
+                if let Some(table) = diesel_table_name(&s.attrs)
+                    .or_else(|| diesel_default_table(&s.attrs, &s.ident.to_string()))
+                {
                     fields.push((Name::new(crate::ir::DIESEL_TABLE_FIELD), vec![table]));
                 }
                 self.out
@@ -356,6 +358,29 @@ fn is_test(attrs: &[Attribute]) -> bool {
         }
         apis::TEST_ATTRIBUTES.iter().any(|t| last.ident == t)
     })
+}
+
+/// The table diesel gives a model that derives `Identifiable` and names none: its struct name
+/// in snake case, plural (`CrateOwnerInvitation` is `crate_owner_invitations`'s).
+fn diesel_default_table(attrs: &[Attribute], ident: &str) -> Option<Name> {
+    let identifiable = attrs.iter().any(|a| {
+        a.path().is_ident("derive")
+            && matches!(&a.meta, syn::Meta::List(l)
+                if l.tokens.clone().into_iter().any(|t| matches!(&t,
+                    proc_macro2::TokenTree::Ident(i) if i == "Identifiable")))
+    });
+    if !identifiable {
+        return None;
+    }
+    let mut table = String::with_capacity(ident.len() + 4);
+    for (i, c) in ident.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            table.push('_');
+        }
+        table.push(c.to_ascii_lowercase());
+    }
+    table.push('s');
+    Some(Name::from(table))
 }
 
 /// The table of a diesel model: `#[diesel(table_name = crate::schema::invites)]` (its last

@@ -90,7 +90,13 @@ declare_rule! {
     /// bare id parameter nothing says the caller looked it up, and with a transaction or a
     /// connection handed in the caller may hold the row locked. An OAuth authorization or
     /// device code consumed before the tokens are issued is not reported as consumed too early:
-    /// the protocol makes it single-use, and a failed exchange starts over with a new code. Under `#[staleguard::idempotent(key = ..)]` only deletions of
+    /// the protocol makes it single-use, and a failed exchange starts over with a new code. The
+    /// state and PKCE verifier an OAuth client keeps for one login (`oauth_states`) are not
+    /// taken for tokens at all: a failed exchange starts the login over, and the provider
+    /// refuses a second exchange of its single-use code. A `DELETE`
+    /// filtered on columns that hold a unique key the schema files declare for the table
+    /// (`WHERE did = $1 AND purpose = $2` under `PRIMARY KEY (purpose, did)`) consumes that
+    /// row whatever the columns are called. Under `#[staleguard::idempotent(key = ..)]` only deletions of
     /// that key are covered by the macro's claim; another one-time token deleted in the body is
     /// still checked. A call of a crate fn that runs its own effect (or is `#[idempotent]`)
     /// deletes nothing at the call site: its order is checked in the callee. A `DELETE` with no
@@ -174,7 +180,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if cx.detached(d) {
             continue;
         }
-        let Some(del) = cx.effs(d).find(|e| is_delete(e) && !callee_owns(cx, e)) else {
+        let Some(del) = cx
+            .effs(d)
+            .find(|e| is_delete(e) && !callee_owns(cx, e) && !login_state(e))
+        else {
             continue;
         };
         if covered_by_attribute(cx, d, key_places.as_ref()) {
@@ -611,6 +620,21 @@ fn single_use_grant(del: &Effect) -> bool {
                 "auth" | "authorization" | "authorisation" | "device"
             ) && p[1].trim_end_matches('s') == "code"
         })
+    })
+}
+
+/// The state of one OAuth login kept by its client (`oauth_states`: the CSRF `state`, the PKCE
+/// verifier): it only ties the provider's redirect to the login that asked for it. Consumed
+/// before the code exchange, a failed exchange starts the login over with a new state; used by
+/// two callbacks at once, the provider refuses the second exchange of its single-use code.
+fn login_state(del: &Effect) -> bool {
+    del.table.as_deref().is_some_and(|t| {
+        let w: Vec<String> = crate::kb::names::words(t).collect();
+        w.iter().any(|x| x == "pkce")
+            || w.iter()
+                .any(|x| matches!(x.as_str(), "oauth" | "oauth2" | "oidc" | "openid" | "sso"))
+                && w.iter()
+                    .any(|x| matches!(x.trim_end_matches('s'), "state" | "verifier"))
     })
 }
 
