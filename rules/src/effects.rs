@@ -103,7 +103,7 @@ pub(crate) struct Effect {
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
     /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`],
-    /// [`Effect::writes_in_cte`]).
+    /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`]).
     marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
@@ -248,6 +248,16 @@ impl Effect {
         self.mark(Self::CTE_WRITE, on);
     }
 
+    /// An upsert whose `sets` are what its conflict branch writes (diesel's `.on_conflict(..)
+    /// .do_update().set(..)`): on an existing row it overwrites those columns.
+    pub fn conflict_sets(&self) -> bool {
+        self.marks & Self::CONFLICT_SETS != 0
+    }
+
+    pub fn set_conflict_sets(&mut self, on: bool) {
+        self.mark(Self::CONFLICT_SETS, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -259,6 +269,7 @@ impl Effect {
     const ORDERED: u8 = 1;
     const READ_ONLY: u8 = 2;
     const CTE_WRITE: u8 = 4;
+    const CONFLICT_SETS: u8 = 8;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

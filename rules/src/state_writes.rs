@@ -31,7 +31,7 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
 
 /// Does the statement write a postal address (`city`, `country`, `zip`, `street` beside the
 /// `state` it sets)? Then `state` is a province, not a lifecycle.
-fn in_postal_address(e: &Effect) -> bool {
+pub(crate) fn in_postal_address(e: &Effect) -> bool {
     const ADDRESS: &[&str] = &[
         "city", "country", "zip", "zipcode", "postal", "postcode", "street", "province",
     ];

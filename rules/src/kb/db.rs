@@ -228,6 +228,14 @@ pub(super) fn classify(
                 },
             })
             .collect();
+        if e.sets.is_empty() {
+            e.sets = changeset_sets(cx, call).into();
+        }
+        // `insert_into(t).values(&x).on_conflict(..).do_update().set(&x)`: the `set` is what
+        // the conflict writes over the row that is there.
+        e.set_conflict_sets(
+            e.upsert && !e.sets.is_empty() && call.steps.iter().any(|s| s.name == "do_update"),
+        );
         return Some(e);
     }
     // diesel reads: `orders::table.find(id).first::<Order>(conn)`, `.load(conn)`, `.for_update()`.
@@ -553,6 +561,58 @@ fn diesel_table(cx: &Classifier<'_>, path: &str) -> Name {
         Some(table) => table,
         None => table_of(path),
     }
+}
+
+/// What a diesel `.set(&form)` writes when it is handed a value, not column assignments: the
+/// fields a struct literal gave the local (`let form = PostForm { removed: Some(true), ..
+/// Default::default() }`) but those left `None`, or else the fields of the crate struct the
+/// local is typed as (an `AsChangeset` model: `let pr: PullRequest = ..`) that it always writes:
+/// not its key columns, and not its `Option` fields, which diesel skips when they are `None`.
+fn changeset_sets(cx: &Classifier<'_>, call: &Call) -> Vec<Assigned> {
+    let Some(local) = call
+        .steps
+        .iter()
+        .filter(|s| DIESEL_SET_STEPS.contains(&s.name.as_str()))
+        .find_map(|s| match s.args.as_slice() {
+            [a] if a.ev.is_none() && a.paths.len() == 1 && !a.paths[0].contains(['.', ':']) => {
+                Some(&a.paths[0])
+            }
+            _ => None,
+        })
+    else {
+        return Vec::new();
+    };
+    // A field left `None` in a changeset is not written: diesel skips it (`Some(None)`, which
+    // clears the column, reads the same and is dropped too).
+    if let Some(sets) = cx.model_sets.get(local).filter(|s| !s.is_empty()) {
+        return sets
+            .iter()
+            .filter(|a| !matches!(&a.value, AssignedValue::Const(v) if v == "None" || v == "null"))
+            .cloned()
+            .collect();
+    }
+    let Some(Class::User(ty)) = cx.place_class(std::slice::from_ref(local)) else {
+        return Vec::new();
+    };
+    cx.facts
+        .structs
+        .get(ty.as_str())
+        .copied()
+        .unwrap_or_default()
+        .iter()
+        // An `Option` field is written only when it is `Some`, which the value decides.
+        .filter(|(field, ty)| {
+            !field.starts_with('#')
+                && !is_plain_key(field)
+                && !ty
+                    .first()
+                    .is_some_and(|t| t.rsplit("::").next() == Some("Option"))
+        })
+        .map(|(field, _)| Assigned {
+            column: field.clone(),
+            value: AssignedValue::Unknown,
+        })
+        .collect()
 }
 
 /// Do the filter's columns hold a whole unique key (a primary key) that the project's schema

@@ -10,7 +10,7 @@ use crate::ir::{EventKind, Region};
 use crate::kb::names::{is_state_column, is_state_place, is_state_value};
 use crate::query;
 use crate::state_writes::{
-    guarded_filter, holder_writes, moved_state, only_transition, own_new_row,
+    guarded_filter, holder_writes, in_postal_address, moved_state, only_transition, own_new_row,
 };
 
 declare_rule! {
@@ -25,7 +25,10 @@ declare_rule! {
     /// (`handle_pull_request_closed`) — that updates a record's state column (SQL, diesel,
     /// sea-orm, Redis, also through a helper) without having read and checked the record's
     /// current state: no read of the record whose result it tests before the write, and no
-    /// expected state in the write's filter.
+    /// expected state in the write's filter. Also one that upserts the record from the message
+    /// (`INSERT .. ON CONFLICT (id) DO UPDATE SET status = excluded.status`, diesel's
+    /// `.on_conflict(..).do_update().set(&row)`) with nothing in the conflict branch's filter:
+    /// a delivery that arrives late overwrites a newer state.
     ///
     /// It stays silent when the handler (or every caller that hands it the message) looks at
     /// the record's current state before the write: reads it under a row lock (`FOR UPDATE`),
@@ -33,8 +36,9 @@ declare_rule! {
     /// (`order.status`, `row.attempt_id`; a test that the record exists is no check), claims
     /// it, or moves it by a compare-and-set whose rows it checks — whether such a read is
     /// under a lock is `check-before-lock`'s question. Also when the write's filter holds the
-    /// expected state, a version, an owner or a token, when the handler inserts a new row (an
-    /// inbox or event log for later processing), writes a row it created itself, sets the only
+    /// expected state, a version, an owner or a token (for an upsert, its `DO UPDATE .. WHERE`
+    /// compares a time or a version), when the handler inserts a new row (an inbox or event
+    /// log for later processing), writes a row it created itself, sets the only
     /// value the crate ever sets that column to, or writes a work row it holds alone (see
     /// `unguarded-state-transition`), for a function named for events that takes a stored
     /// row of the crate (`event: ScheduledEventRow`: a worker of its own queue), and under
@@ -97,9 +101,13 @@ declare_rule! {
     /// registered through a helper the router calls. A record changed in memory and saved by a
     /// method a derive or an attribute macro generates (`self.update(db)`, which the crate never
     /// defines, with a database handle as its argument) writes the fields the body assigned
-    /// before the call; a save the crate writes itself is judged by the statement it runs. An
-    /// upsert that overwrites (`ON CONFLICT DO UPDATE`) and a boolean flag (`is_paid = true`)
-    /// are not taken for state writes. A diesel query built in
+    /// before the call; a save the crate writes itself is judged by the statement it runs. A
+    /// boolean flag (`is_paid = true`) is not taken for a state write. An upsert counts when
+    /// its conflict branch overwrites a state column with what the message says (diesel's
+    /// `.on_conflict(..).do_update().set(&row)`, whose `Option` fields are skipped when `None`;
+    /// SQL's `ON CONFLICT .. DO UPDATE SET status = excluded.status`); MySQL's `ON DUPLICATE
+    /// KEY UPDATE` is not read, and a model's own save method rewrites the state the model
+    /// held unless the handler assigned it. A diesel query built in
     /// a local and loaded later loses its table. A state that is final by contract (a merge
     /// that can never be undone) is still reported when it is written blindly. Which columns
     /// are the key is not known without the schema (see `unguarded-state-transition`).
@@ -112,9 +120,36 @@ declare_rule! {
     };
 }
 
-/// A write that moves a state column to something other than the time.
+/// A write that moves a state column to something other than the time: an update, or an
+/// upsert whose conflict branch overwrites the state of the row that is there.
 fn moved_by(e: &Effect) -> Option<&Assigned> {
-    moved_state(e).filter(|a| a.value != AssignedValue::Now)
+    moved_state(e)
+        .or_else(|| overwritten_state(e))
+        .filter(|a| a.value != AssignedValue::Now)
+}
+
+/// The state column an upsert overwrites when the row exists: one its conflict branch sets
+/// (diesel's `.on_conflict(..).do_update().set(&pr)`), or, in SQL, one the statement assigns
+/// twice, in its `VALUES` and in its `ON CONFLICT .. DO UPDATE SET state = excluded.state`.
+fn overwritten_state(e: &Effect) -> Option<&Assigned> {
+    if e.kind != EffectKind::Write
+        || !e.insert
+        || !e.upsert
+        || e.in_memory
+        || e.table.is_none()
+        || in_postal_address(e)
+    {
+        return None;
+    }
+    let overwrites = |a: &Assigned| {
+        e.conflict_sets()
+            || e.sql.is_some() && e.sets.iter().filter(|b| b.column == a.column).count() > 1
+    };
+    e.sets.iter().find(|a| {
+        (is_state_column(&a.column)
+            || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v)))
+            && overwrites(a)
+    })
 }
 
 fn applies(cx: &RuleCx<'_>) -> bool {
@@ -133,6 +168,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             let Some(state) = moved_by(e) else {
                 continue;
             };
+            // A model the handler read, saved back whole through the crate's upsert, rewrites
+            // the state it read: the message moved nothing by it, unless the handler set the
+            // model's state itself without looking at it first.
+            if e.insert && !sets_model_state_blind(cx, w, e, state) {
+                continue;
+            }
             if e.ident_guard
                 || guarded_filter(e, &state.column)
                 || only_transition(cx, e, state)
@@ -158,6 +199,31 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(report(cx, w, e, state, evidence));
         }
     }
+}
+
+/// For an upsert run by a method on a model (`session.upsert()`, `session.set_mfa(..)`): did the
+/// body assign the model's state (`session.state = ..`) before the save without testing it
+/// first? Otherwise the save writes back the state the model held. An upsert the body runs
+/// itself (`.do_update().set(&pr)`, an `ON CONFLICT .. DO UPDATE`) writes what it is given.
+fn sets_model_state_blind(cx: &RuleCx<'_>, w: u32, e: &Effect, state: &Assigned) -> bool {
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return true;
+    };
+    let (Some(_), Some(model)) = (e.via, call.recv.first()) else {
+        return true;
+    };
+    if !call.func.is_empty() {
+        return true;
+    }
+    let field = format!("{model}.{}", state.column);
+    let before = &cx.body.events[..w as usize];
+    let assigned = before
+        .iter()
+        .any(|ev| matches!(&ev.kind, EventKind::Assign(a) if a.target == field.as_str()));
+    let tested = before.iter().any(
+        |ev| matches!(&ev.kind, EventKind::Cond(t) if t.deps.iter().any(|d| d == field.as_str())),
+    );
+    assigned && !tested
 }
 
 /// Is the written record's current state looked at before event `w` on its path: a read of it
@@ -302,28 +368,36 @@ fn report(
         AssignedValue::Const(v) => format!(" to `{v}`"),
         _ => String::new(),
     };
+    let upsert = e.insert && e.upsert;
+    let verb = if upsert { "overwrites" } else { "sets" };
+    let how = if upsert { " by an upsert" } else { "" };
     let message = match e.via {
         Some(helper) => format!(
-            "message handler sets `{column}` of `{table}`{value} through `{}` without checking the current state",
+            "message handler {verb} `{column}` of `{table}`{value}{how} through `{}` without checking the current state",
             cx.krate.body(helper).name()
         ),
         None => format!(
-            "message handler sets `{column}` of `{table}`{value} without checking the current state"
+            "message handler {verb} `{column}` of `{table}`{value}{how} without checking the current state"
         ),
     };
     let mut d = cx.diag(&RULE, w, message);
-    d.primary_label = Some(
-        "written from the message alone: no read of the record checked before, no expected state in the filter"
-            .to_string(),
-    );
+    d.primary_label = Some(if upsert {
+        "upserted from the message alone: on conflict the row's state is overwritten, whatever it is now".to_string()
+    } else {
+        "written from the message alone: no read of the record checked before, no expected state in the filter".to_string()
+    });
     d.notes.push(format!(
         "`{}` handles a message from outside: {}",
         cx.body.name(),
         evidence.describe(cx.krate)
     ));
     d.notes.extend(cx.chain_notes(e));
-    d.help = Some(format!(
-        "move the record only from the state this message may move it from (`.. AND {column} = <expected>`, with the operation id the message carries) and treat 0 rows affected as a stale message, or read the record, check its state, then write; `#[staleguard::fenced(..)]` generates the lock → re-read → verify → write shape"
-    ));
+    d.help = Some(if upsert {
+        "overwrite only with a newer message (`ON CONFLICT (id) DO UPDATE SET .. WHERE t.updated_at < excluded.updated_at`, diesel's `.do_update().set(..).filter(..)`), or read the record, check its state, then write; `#[staleguard::fenced(..)]` generates the lock → re-read → verify → write shape".to_string()
+    } else {
+        format!(
+            "move the record only from the state this message may move it from (`.. AND {column} = <expected>`, with the operation id the message carries) and treat 0 rows affected as a stale message, or read the record, check its state, then write; `#[staleguard::fenced(..)]` generates the lock → re-read → verify → write shape"
+        )
+    });
     d
 }

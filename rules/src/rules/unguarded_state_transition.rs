@@ -17,8 +17,10 @@ declare_rule! {
     /// ### What it does
     ///
     /// Flags an update of a record's state column — SQL `UPDATE .. SET status = ..`, diesel
-    /// `.set(status.eq(..))`, sea-orm `col_expr(Column::Status, ..)` or a model whose `status`
-    /// field is set, a Redis `HSET job:{id} state ..` — whose filter holds only the record's key:
+    /// `.set(status.eq(..))` or `.set(&change)` (the fields a struct literal gave the changeset,
+    /// not those left `None`; for a value typed as a model, its fields that are not `Option`s),
+    /// sea-orm `col_expr(Column::Status, ..)` or a model whose `status` field is set, a Redis
+    /// `HSET job:{id} state ..` — whose filter holds only the record's key:
     /// no expected current state, no version, generation, owner or lease. A column is a state
     /// column when it is named like one (status, state, stage, phase, step, lifecycle; not a
     /// `state` written with a city, postcode or country: a province) or is assigned an
