@@ -22,10 +22,15 @@ declare_rule! {
     /// mail sent, the membership deleted when the send fails). The timeout path is the
     /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
     /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
-    /// does not tell timeouts apart from other errors.
+    /// does not tell timeouts apart from other errors. And an HTTP `POST` or `PATCH` handed in
+    /// a closure to a retry (a retry library's `retry(..)`, tokio-retry's
+    /// `Retry::spawn(..)`, or a crate fn that calls the closure it is given in a loop that
+    /// sleeps between attempts), with no idempotency key in the request: after a timeout the
+    /// same request is made again under a new identity.
     ///
     /// It stays silent when the timeout leads to an unknown or pending state (`UNKNOWN`,
-    /// `pending`, `needs_reconciliation`), to a status query of the remote, or to a retry; when
+    /// `pending`, `needs_reconciliation`), to a status query of the remote, or to a retry that
+    /// sends the same idempotency key (`Idempotency-Key`, a request id); when
     /// the error branch separates timeouts and only the other errors are recorded as
     /// failures; and for read-only requests (`GET`, `HEAD`).
     ///
@@ -78,7 +83,9 @@ declare_rule! {
     /// closure (`map_err`, `unwrap_or_else`), is not followed. A `tokio::select!` with a sleep
     /// branch is not read as a timeout. Failure values and compensation functions are
     /// recognised by name (`failed`, `declined`, `cancelled`; `refund`, `compensate`,
-    /// `revert`). A retry under a new operation id is not recognised. A `?` that rolls back a
+    /// `revert`). A retry is recognised in a retry library's `retry(..)` / `Retry::spawn(..)` and
+    /// in a crate fn that calls the closure it is handed in a loop that sleeps; a loop written
+    /// around the call in place is not. A `?` that rolls back a
     /// transaction open around the call is not read as recording a failure
     /// (`rpc-in-transaction` reports the call inside the transaction); deleting the rows made
     /// before the call, or restoring their old values, is not read as an undo; an e-mail sent
@@ -93,11 +100,193 @@ declare_rule! {
     };
 }
 
-/// A remote call, and a failure recorded.
+/// A remote call, and a failure recorded or a retry around it.
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     k.has(EffectKind::Remote)
-        && (k.has(EffectKind::Write) || k.has(EffectKind::Claim) || has_compensation_call(cx))
+        && (k.has(EffectKind::Write)
+            || k.has(EffectKind::Claim)
+            || k.has(EffectKind::Sleep)
+            || has_compensation_call(cx)
+            || calls_retry_library(cx))
+}
+
+/// Does the body call a retry library (`backoff::future::retry(..)`, tokio-retry's
+/// `Retry::spawn(..)`)?
+fn calls_retry_library(cx: &RuleCx<'_>) -> bool {
+    cx.body.events.iter().any(
+        |e| matches!(&e.kind, EventKind::Call(c) if !c.func.is_empty() && retry_library(cx, c)),
+    )
+}
+
+/// Is `call` a retry library's: `backoff::future::retry`, tokio-retry's `Retry::spawn`,
+/// `again::retry`, `tryhard::retry_fn`?
+fn retry_library(cx: &RuleCx<'_>, call: &crate::ir::Call) -> bool {
+    let path = crate::name::Name::join(&call.func, "::");
+    let full = cx.krate.facts.resolve(cx.id.file, &path);
+    let last = call.func_last();
+    [
+        "backoff::",
+        "tokio_retry::",
+        "again::",
+        "tryhard::",
+        "retry::",
+    ]
+    .iter()
+    .any(|l| full.starts_with(l))
+        && (last.starts_with("retry") || last == "spawn")
+}
+
+/// An HTTP `POST` or `PATCH`, handed in a closure to a retry — a crate fn that
+/// calls the closure it is given in a loop and sleeps between attempts, or a retry library's
+/// `retry(..)` / `Retry::spawn(..)` — that tries again after any error, a timeout included,
+/// with no idempotency key in the request: a request that reached the remote side before its
+/// answer was lost is made again.
+fn retried_blind(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    for c in 0..cx.body.events.len() as u32 {
+        let EventKind::Call(call) = &cx.body.events[c as usize].kind else {
+            continue;
+        };
+        if cx.detached(c) {
+            continue;
+        }
+        let closures = cx.closures_of(c);
+        if closures.is_empty() {
+            continue;
+        }
+        let Some(retry) = retry_driver(cx, c, call) else {
+            continue;
+        };
+        for (a, b) in closures {
+            let Some((r, remote)) = (a..b).find_map(|r| {
+                cx.eff(r, EffectKind::Remote)
+                    .filter(|_| creates_at_remote(cx, r))
+                    .map(|e| (r, e))
+            }) else {
+                continue;
+            };
+            if sends_idempotency_key(cx, a, b) {
+                continue;
+            }
+            let mut d = cx.diag(
+                &RULE,
+                r,
+                "a remote call is retried after any error, a timeout included, with no idempotency key".to_string(),
+            );
+            d.primary_label = Some(format!(
+                "this call may time out after the remote side acted ({})",
+                remote.what
+            ));
+            d.labels
+                .push(cx.label(c, format!("`{retry}` makes it again when it fails")));
+            d.notes.push(
+                "a timed-out attempt may have done its work: the retry does it a second time"
+                    .to_string(),
+            );
+            d.notes.extend(cx.chain_notes(remote));
+            d.help = Some(
+                "send the same idempotency key with every attempt (an `Idempotency-Key` header, the provider's request id), or retry only errors that say the request was not processed (connection refused, 429 / 503 before processing); a timeout is UNKNOWN: ask the remote side what happened".to_string(),
+            );
+            out.push(d);
+        }
+    }
+}
+
+/// Is call `r` an HTTP request that creates something at the remote side, one that a second
+/// attempt makes again: a `POST` or a `PATCH` (`client.post(url)`, `request(Method::POST, ..)`)?
+/// `PUT` and `DELETE` are idempotent by their method, and a request whose method is not seen
+/// here is not judged.
+fn creates_at_remote(cx: &RuleCx<'_>, r: u32) -> bool {
+    let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    call.steps.iter().any(|s| {
+        matches!(s.name.as_str(), "post" | "patch")
+            || s.name == "request"
+                && s.args.iter().any(|a| {
+                    a.paths
+                        .iter()
+                        .any(|p| p.ends_with("POST") || p.ends_with("PATCH"))
+                })
+    })
+}
+
+/// The retry call `c` is: a retry library's (`backoff::future::retry`, `tokio_retry`'s
+/// `Retry::spawn`, `again::retry`, `tryhard::retry_fn`) or a crate fn that retries (see
+/// [`retries_closure`]); its name for the message.
+fn retry_driver(cx: &RuleCx<'_>, c: u32, call: &crate::ir::Call) -> Option<String> {
+    if !call.func.is_empty() && retry_library(cx, call) {
+        return Some(crate::name::Name::join(&call.func, "::").to_string());
+    }
+    cx.callees(c)
+        .iter()
+        .find(|&&h| retries_closure(cx, h))
+        .map(|&h| cx.krate.body(h).name().to_string())
+}
+
+/// Does crate fn `h` retry a closure it is handed: call one of its parameters (`func()`) inside
+/// a loop that also sleeps (a back-off between attempts)?
+fn retries_closure(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
+    // The cheap question first: does it sleep at all.
+    if !cx
+        .krate
+        .summary(h)
+        .is_some_and(|s| s.has(EffectKind::Sleep))
+    {
+        return false;
+    }
+    let body = cx.krate.body(h);
+    let view = cx.krate.effects_of(h);
+    let params: Vec<&str> = body.params.iter().map(|(n, _)| n.as_str()).collect();
+    let mut loops: Vec<(u32, bool, bool)> = Vec::new();
+    let mut depth_in_loop = 0usize;
+    let (mut calls_param, mut sleeps) = (false, false);
+    for (i, ev) in body.events.iter().enumerate() {
+        match &ev.kind {
+            EventKind::Enter(crate::ir::Region::Loop) => {
+                loops.push((i as u32, calls_param, sleeps));
+                depth_in_loop += 1;
+            }
+            EventKind::Enter(_) => loops.push((u32::MAX, calls_param, sleeps)),
+            EventKind::Leave => {
+                if let Some((start, _, _)) = loops.pop()
+                    && start != u32::MAX
+                {
+                    depth_in_loop -= 1;
+                }
+            }
+            EventKind::Call(call) if depth_in_loop > 0 => {
+                if call.func.len() == 1 && params.contains(&call.func[0].as_str()) {
+                    calls_param = true;
+                }
+                if view.at(i as u32).any(|e| e.kind == EffectKind::Sleep) {
+                    sleeps = true;
+                }
+            }
+            _ => {}
+        }
+        if calls_param && sleeps {
+            return true;
+        }
+    }
+    false
+}
+
+/// Does the closure at events `a..b` send an idempotency key: a header, an argument or a
+/// string naming one (`Idempotency-Key`, `idempotency_key`, a request id)?
+fn sends_idempotency_key(cx: &RuleCx<'_>, a: u32, b: u32) -> bool {
+    let names = |s: &str| {
+        let l = s.to_ascii_lowercase();
+        l.contains("idempot") || l.contains("request_id") || l.contains("request-id")
+    };
+    cx.body.events[a as usize..b as usize]
+        .iter()
+        .any(|ev| match &ev.kind {
+            EventKind::Call(call) => call.all_args().any(|arg| {
+                arg.paths.iter().any(|p| names(p)) || arg.strs().iter().any(|s| names(s))
+            }),
+            _ => false,
+        })
 }
 
 fn has_compensation_call(cx: &RuleCx<'_>) -> bool {
@@ -117,6 +306,7 @@ enum Path {
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    retried_blind(cx, out);
     let mut reported: Vec<u32> = Vec::new();
     for r in 0..cx.body.events.len() as u32 {
         let Some(remote) = cx.eff(r, EffectKind::Remote) else {
