@@ -1004,7 +1004,40 @@ pub(crate) const CHANNEL_TYPE_NAMES: &[&str] = &[
     "UnboundedReceiver",
 ];
 pub(crate) const REDIS_TYPE_NAMES: &[&str] = &["MultiplexedConnection", "ConnectionManager"];
-pub(crate) const HTTP_TYPES: &[&str] = &["reqwest", "hyper"];
+pub(crate) const HTTP_TYPES: &[&str] = &["reqwest", "hyper", "octocrab"];
+/// The first step of an octocrab call (`octo.issues(owner, repo)`, `octo.pulls(..)`, the raw
+/// `octo._post(..)`): each hands out the handler for one part of the GitHub API.
+pub(crate) const OCTOCRAB_HANDLERS: &[&str] = &[
+    "issues",
+    "pulls",
+    "repos",
+    "checks",
+    "actions",
+    "orgs",
+    "teams",
+    "users",
+    "commits",
+    "current",
+    "apps",
+    "installation",
+    "gists",
+    "search",
+    "projects",
+    "ratelimit",
+    "graphql",
+    "_get",
+    "_post",
+    "_put",
+    "_patch",
+    "_delete",
+    "get",
+    "post",
+    "put",
+    "patch",
+    "delete",
+];
+/// Steps of an octocrab call that only read (`.get(n)`, `.list()`, `.list_commits()`).
+pub(crate) const OCTOCRAB_READ_STEPS: &[&str] = &["get", "_get", "list", "search", "ratelimit"];
 pub(crate) const HTTP_TYPE_NAMES: &[&str] = &["HttpClient", "SendRequest"];
 pub(crate) const BROKER_TYPES: &[&str] = &["lapin", "rdkafka", "async_nats"];
 pub(crate) const DATABASE_TYPES: &[&str] = &[

@@ -604,9 +604,9 @@ fn changeset_sets(cx: &Classifier<'_>, call: &Call) -> Vec<Assigned> {
         .filter(|(field, ty)| {
             !field.starts_with('#')
                 && !is_plain_key(field)
-                && !ty
+                && ty
                     .first()
-                    .is_some_and(|t| t.rsplit("::").next() == Some("Option"))
+                    .is_none_or(|t| t.rsplit("::").next() != Some("Option"))
         })
         .map(|(field, _)| Assigned {
             column: field.clone(),

@@ -1,12 +1,13 @@
-//! Remote calls: reqwest, hyper, tonic generated clients, aws-sdk fluent `.send()`, lapin /
-//! rdkafka / NATS publish. Channel sends (`tx.send(msg).await`) are not remote calls.
+//! Remote calls: reqwest, hyper, octocrab (the GitHub API), tonic generated clients, aws-sdk
+//! fluent `.send()`, lapin / rdkafka / NATS publish. Channel sends (`tx.send(msg).await`) are
+//! not remote calls.
 
 use super::names::is_remote_name;
 use super::{Class, Classifier};
 use crate::apis::{
     BLOCKING_HTTP_CRATES, BLOCKING_SEND_STEPS, DATABASE_METHODS, GRPC_REQUEST_FNS, HTTP_VERBS,
-    HYPER_SEND_STEPS, PUBLISH_STEPS, READ_ONLY_HTTP_STEPS, REMOTE_API_CRATES, REQWEST_BLOCKING_FNS,
-    WRITING_HTTP_STEPS,
+    HYPER_SEND_STEPS, OCTOCRAB_HANDLERS, OCTOCRAB_READ_STEPS, PUBLISH_STEPS, READ_ONLY_HTTP_STEPS,
+    REMOTE_API_CRATES, REQWEST_BLOCKING_FNS, WRITING_HTTP_STEPS,
 };
 use crate::effects::{Effect, EffectKind};
 use crate::ir::Call;
@@ -130,6 +131,11 @@ pub(super) fn classify(
             .any(|s| s.awaited && HTTP_VERBS.contains(&s.name.as_str()))
     {
         return Some(Effect::new(EffectKind::Remote, "sends an HTTP request"));
+    }
+    // octocrab, the GitHub API client: every awaited call through one of its handlers is a
+    // request (`octo.issues(owner, repo).create_comment(n, body).await`).
+    if let Some(e) = octocrab_call(call, recv, resolved) {
+        return Some(e);
     }
     // Brokers.
     if call
@@ -266,4 +272,49 @@ pub(super) fn by_name(cx: &Classifier<'_>, call: &Call, recv: &Class) -> Option<
         return Some(e);
     }
     None
+}
+
+/// An awaited call of the GitHub API through octocrab: on a client (`self.github`, a field of
+/// the `Octocrab` type) or on the global instance (`octocrab::instance()`), through one of its
+/// handlers. Marked read-only when it only gets or lists.
+fn octocrab_call(call: &Call, recv: &Class, resolved: &str) -> Option<Effect> {
+    let global = resolved.starts_with("octocrab");
+    let handlers = if global {
+        // `octocrab::instance().issues(..)`: the handler is the step after the instance.
+        call.steps.get(1)
+    } else {
+        call.steps.first()
+    };
+    let on_client = *recv == Class::Http || global;
+    if !on_client
+        || !handlers.is_some_and(|s| OCTOCRAB_HANDLERS.contains(&s.name.as_str()))
+        || !call.steps.iter().any(|s| s.awaited)
+    {
+        return None;
+    }
+    let mut e = Effect::new(EffectKind::Remote, "calls the GitHub API (octocrab)");
+    let reads = |n: &str| {
+        OCTOCRAB_READ_STEPS.contains(&n) || n.starts_with("list_") || n.starts_with("get_")
+    };
+    let skip = usize::from(global);
+    let api_steps: Vec<&str> = call.steps[skip + 1..]
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| *n != "send")
+        .collect();
+    let first = call.steps[skip].name.as_str();
+    e.set_read_only(
+        matches!(first, "_get" | "search" | "ratelimit")
+            || !api_steps.is_empty()
+                && api_steps.iter().any(|n| reads(n))
+                && !api_steps.iter().any(|n| {
+                    n.starts_with("create")
+                        || n.starts_with("update")
+                        || n.starts_with("delete")
+                        || n.starts_with("merge")
+                        || n.starts_with("add")
+                        || n.starts_with("remove")
+                }),
+    );
+    Some(e)
 }

@@ -22,8 +22,9 @@ declare_rule! {
     /// mail sent, the membership deleted when the send fails). The timeout path is the
     /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
     /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
-    /// does not tell timeouts apart from other errors. And an HTTP `POST` or `PATCH` handed in
-    /// a closure to a retry (a retry library's `retry(..)`, tokio-retry's
+    /// does not tell timeouts apart from other errors. And an HTTP `POST` or `PATCH` (or an API
+    /// client's call that creates: octocrab's `create_comment(..)`) handed in a closure to a
+    /// retry (a retry library's `retry(..)`, tokio-retry's
     /// `Retry::spawn(..)`, or a crate fn that calls the closure it is given in a loop that
     /// sleeps between attempts), with no idempotency key in the request: after a timeout the
     /// same request is made again under a new identity.
@@ -193,15 +194,25 @@ fn retried_blind(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 /// Is call `r` an HTTP request that creates something at the remote side, one that a second
-/// attempt makes again: a `POST` or a `PATCH` (`client.post(url)`, `request(Method::POST, ..)`)?
+/// attempt makes again: a `POST` or a `PATCH` (`client.post(url)`, `request(Method::POST, ..)`),
+/// or an API client's call that creates (octocrab's `create_comment(..)`)?
 /// `PUT` and `DELETE` are idempotent by their method, and a request whose method is not seen
 /// here is not judged.
 fn creates_at_remote(cx: &RuleCx<'_>, r: u32) -> bool {
     let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
         return false;
     };
+    // An API client's own call that creates (octocrab's `create_comment(..)`, `merge(..)`,
+    // `_post(..)`).
+    let api = cx
+        .effs(r)
+        .any(|e| e.kind == EffectKind::Remote && e.what.contains("octocrab"));
     call.steps.iter().any(|s| {
         matches!(s.name.as_str(), "post" | "patch")
+            || api
+                && (s.name.starts_with("create")
+                    || s.name.starts_with("merge")
+                    || s.name == "_post")
             || s.name == "request"
                 && s.args.iter().any(|a| {
                     a.paths
