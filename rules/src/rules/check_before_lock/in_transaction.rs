@@ -17,7 +17,10 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
     let Some(tx) = st.txs.last() else {
         return Verdict::Clean;
     };
-    if effect.table.is_none() || effect.insert {
+    // A row this body inserted (the write is keyed by what its own insert returned, or by the
+    // value it inserted the row with): until the transaction commits no other one can see
+    // the row, let alone change it.
+    if effect.table.is_none() || effect.insert || crate::state_writes::own_new_row(cx, w, effect) {
         return Verdict::Clean;
     }
     let wtable = effect.table.as_deref();

@@ -35,10 +35,11 @@ declare_rule! {
     /// (`WHERE status = ..` with the rows affected checked). A test that only asks whether rows
     /// were found (`found.is_some()`, `ids.is_empty()`) is not such a test, unless the lookup
     /// selects by a state column (then what it finds is the state) or the row had to exist
-    /// (`fetch_one`: the `Option` is a nullable column's). And the shape before any lock was
-    /// added: one row read with no lock and no transaction, a value of it tested (not only
-    /// whether the row is there), and the row written back by key with a value computed from
-    /// the read (a lost update) — also when the model read is saved back whole through the
+    /// (`fetch_one`: the `Option` is a nullable column's). A write to a row the transaction
+    /// itself inserted is not reported: no other transaction sees it before the commit. And the
+    /// shape before any lock was added: one row read with no lock and no transaction, a value of
+    /// it tested (not only whether the row is there), and the row written back by key with a
+    /// value computed from the read (a lost update) — also when the model read is saved back whole through the
     /// crate's own upsert (`share.save(db)` running `INSERT .. ON CONFLICT (id) DO UPDATE`) after
     /// the tested field was changed. A sea-orm active model made from the row writes only the
     /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
