@@ -46,19 +46,18 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         }
         // Where the lock ended: with the statement (no transaction, and none the caller could
         // hold: the body takes its connection itself), or with a transaction begun here that a
-        // commit or rollback on the way to the write ended (not one in another arm).
-        let ended = match cx.state(r).txs.last() {
-            Some(tx) => {
-                tx.event != query::TX_PARAM
-                    && !at_write.contains(tx)
-                    && (r + 1..w).any(|k| ends_tx_before(cx, k, w))
+        // commit or rollback on the way to the write ended (not one in another arm): that
+        // commit or rollback (`Some`), or no transaction at all (`None`).
+        let ended_at = match cx.state(r).txs.last() {
+            Some(tx) if tx.event != query::TX_PARAM && !at_write.contains(tx) => {
+                let Some(k) = (r + 1..w).find(|&k| ends_tx_before(cx, k, w)) else {
+                    continue;
+                };
+                Some(k)
             }
-            None => cx.own_connection(),
+            None if cx.own_connection() => None,
+            _ => continue,
         };
-        if !ended {
-            continue;
-        }
-        let ended_here = cx.state(r).txs.last().map(|tx| tx.event);
         if !reported.first(r) {
             return Verdict::Reported;
         }
@@ -68,14 +67,17 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             "row locked by `FOR UPDATE`, but the lock has ended before the write".to_string(),
         );
         d.primary_label = Some("written here, no longer under the row lock".into());
-        d.labels.push(cx.label(
-            r,
-            if ended_here.is_some() {
-                "row locked here, in a transaction that ends before the write"
-            } else {
-                "row locked here, outside any transaction: the lock ends with the statement"
-            },
-        ));
+        match ended_at {
+            Some(k) => {
+                d.labels.push(cx.label(r, "row locked here"));
+                d.labels
+                    .push(cx.label(k, "the transaction ends here, and the lock with it"));
+            }
+            None => d.labels.push(cx.label(
+                r,
+                "row locked here, outside any transaction: the lock ends with the statement",
+            )),
+        }
         d.help = Some(
             "run the locking `SELECT` and the write in one transaction (`let mut tx = pool.begin().await?` .. `tx.commit()` after the write), or claim the row in one statement (`UPDATE .. WHERE id = (SELECT id .. FOR UPDATE SKIP LOCKED) RETURNING ..`); `#[staleguard::fenced(..)]` generates this shape".to_string(),
         );
