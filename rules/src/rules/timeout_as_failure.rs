@@ -138,11 +138,11 @@ fn retry_library(cx: &RuleCx<'_>, call: &crate::ir::Call) -> bool {
         && (last.starts_with("retry") || last == "spawn")
 }
 
-/// An HTTP `POST` or `PATCH`, handed in a closure to a retry — a crate fn that
-/// calls the closure it is given in a loop and sleeps between attempts, or a retry library's
-/// `retry(..)` / `Retry::spawn(..)` — that tries again after any error, a timeout included,
-/// with no idempotency key in the request: a request that reached the remote side before its
-/// answer was lost is made again.
+/// An HTTP `POST` or `PATCH`, handed in a closure to a retry (a crate fn that calls the closure
+/// it is given in a loop and sleeps between attempts, or a retry library's `retry(..)` /
+/// `Retry::spawn(..)`) that tries again after any error, a timeout included, with no
+/// idempotency key in the request: a request that reached the remote side before its answer
+/// was lost is made again.
 fn retried_blind(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     for c in 0..cx.body.events.len() as u32 {
         let EventKind::Call(call) = &cx.body.events[c as usize].kind else {
@@ -235,8 +235,8 @@ fn retry_driver(cx: &RuleCx<'_>, c: u32, call: &crate::ir::Call) -> Option<Strin
         .map(|&h| cx.krate.body(h).name().to_string())
 }
 
-/// Does crate fn `h` retry a closure it is handed: call one of its parameters (`func()`) inside
-/// a loop that also sleeps (a back-off between attempts)?
+/// Does crate fn `h` retry a closure it is handed: call one of its parameters (`func()`) in a
+/// loop, and sleep in a loop (a back-off between attempts)?
 fn retries_closure(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
     // The cheap question first: does it sleep at all.
     if !cx
@@ -249,22 +249,19 @@ fn retries_closure(cx: &RuleCx<'_>, h: crate::facts::BodyId) -> bool {
     let body = cx.krate.body(h);
     let view = cx.krate.effects_of(h);
     let params: Vec<&str> = body.params.iter().map(|(n, _)| n.as_str()).collect();
-    let mut loops: Vec<(u32, bool, bool)> = Vec::new();
+    // The regions entered, `true` for a loop; and how many loops the walk is in.
+    let mut regions: Vec<bool> = Vec::new();
     let mut depth_in_loop = 0usize;
     let (mut calls_param, mut sleeps) = (false, false);
     for (i, ev) in body.events.iter().enumerate() {
         match &ev.kind {
-            EventKind::Enter(crate::ir::Region::Loop) => {
-                loops.push((i as u32, calls_param, sleeps));
-                depth_in_loop += 1;
+            EventKind::Enter(region) => {
+                let is_loop = matches!(region, crate::ir::Region::Loop);
+                regions.push(is_loop);
+                depth_in_loop += usize::from(is_loop);
             }
-            EventKind::Enter(_) => loops.push((u32::MAX, calls_param, sleeps)),
             EventKind::Leave => {
-                if let Some((start, _, _)) = loops.pop()
-                    && start != u32::MAX
-                {
-                    depth_in_loop -= 1;
-                }
+                depth_in_loop -= usize::from(regions.pop() == Some(true));
             }
             EventKind::Call(call) if depth_in_loop > 0 => {
                 if call.func.len() == 1 && params.contains(&call.func[0].as_str()) {
