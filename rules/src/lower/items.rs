@@ -372,15 +372,10 @@ fn diesel_default_table(attrs: &[Attribute], ident: &str) -> Option<Name> {
     if !identifiable {
         return None;
     }
-    let mut table = String::with_capacity(ident.len() + 4);
-    for (i, c) in ident.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            table.push('_');
-        }
-        table.push(c.to_ascii_lowercase());
-    }
-    table.push('s');
-    Some(Name::from(table))
+    Some(Name::display(&format_args!(
+        "{}s",
+        crate::kb::db::column_name(ident)
+    )))
 }
 
 /// The table of a diesel model: `#[diesel(table_name = crate::schema::invites)]` (its last

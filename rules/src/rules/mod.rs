@@ -708,22 +708,30 @@ impl<'a> RuleCx<'a> {
         out
     }
 
+    /// The regions event `t` is in, innermost first: the event of each `Enter` and its region.
+    pub fn enclosing_regions(&self, t: u32) -> impl Iterator<Item = (u32, &'a Region)> + 'a {
+        let events = &self.body.events;
+        let mut i = t;
+        let mut depth = 0u32;
+        std::iter::from_fn(move || {
+            while i > 0 {
+                i -= 1;
+                match &events[i as usize].kind {
+                    EventKind::Leave => depth += 1,
+                    EventKind::Enter(_) if depth > 0 => depth -= 1,
+                    EventKind::Enter(r) => return Some((i, r)),
+                    _ => {}
+                }
+            }
+            None
+        })
+    }
+
     /// The innermost branch that event `t` is in (a guard's match arm).
     pub fn enclosing_branch(&self, t: u32) -> Option<u32> {
-        let mut depth = 0u32;
-        for i in (0..t).rev() {
-            match &self.body.events[i as usize].kind {
-                EventKind::Leave => depth += 1,
-                EventKind::Enter(r) => {
-                    if depth == 0 {
-                        return matches!(r, Region::Branch { .. }).then_some(i);
-                    }
-                    depth -= 1;
-                }
-                _ => {}
-            }
-        }
-        None
+        self.enclosing_regions(t)
+            .next()
+            .and_then(|(i, r)| matches!(r, Region::Branch { .. }).then_some(i))
     }
 
     /// The `[start, end)` event ranges of the closures and async blocks handed to call `s`

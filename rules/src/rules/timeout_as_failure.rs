@@ -115,18 +115,22 @@ fn applies(cx: &RuleCx<'_>) -> bool {
 /// Does the body call a retry library (`backoff::future::retry(..)`, tokio-retry's
 /// `Retry::spawn(..)`)?
 fn calls_retry_library(cx: &RuleCx<'_>) -> bool {
-    cx.body.events.iter().any(
-        |e| matches!(&e.kind, EventKind::Call(c) if !c.func.is_empty() && retry_library(cx, c)),
-    )
+    cx.body
+        .events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::Call(c) if retry_library(cx, c).is_some()))
 }
 
-/// Is `call` a retry library's: `backoff::future::retry`, tokio-retry's `Retry::spawn`,
-/// `again::retry`, `tryhard::retry_fn`?
-fn retry_library(cx: &RuleCx<'_>, call: &crate::ir::Call) -> bool {
+/// The path of `call` when it is a retry library's: `backoff::future::retry`, tokio-retry's
+/// `Retry::spawn`, `again::retry`, `tryhard::retry_fn`.
+fn retry_library(cx: &RuleCx<'_>, call: &crate::ir::Call) -> Option<crate::name::Name> {
+    if call.func.is_empty() {
+        return None;
+    }
     let path = crate::name::Name::join(&call.func, "::");
     let full = cx.krate.facts.resolve(cx.id.file, &path);
     let last = call.func_last();
-    [
+    let lib = [
         "backoff::",
         "tokio_retry::",
         "again::",
@@ -134,8 +138,8 @@ fn retry_library(cx: &RuleCx<'_>, call: &crate::ir::Call) -> bool {
         "retry::",
     ]
     .iter()
-    .any(|l| full.starts_with(l))
-        && (last.starts_with("retry") || last == "spawn")
+    .any(|l| full.starts_with(l));
+    (lib && (last.starts_with("retry") || last == "spawn")).then_some(path)
 }
 
 /// An HTTP `POST` or `PATCH`, handed in a closure to a retry (a crate fn that calls the closure
@@ -226,8 +230,8 @@ fn creates_at_remote(cx: &RuleCx<'_>, r: u32) -> bool {
 /// `Retry::spawn`, `again::retry`, `tryhard::retry_fn`) or a crate fn that retries (see
 /// [`retries_closure`]); its name for the message.
 fn retry_driver(cx: &RuleCx<'_>, c: u32, call: &crate::ir::Call) -> Option<String> {
-    if !call.func.is_empty() && retry_library(cx, call) {
-        return Some(crate::name::Name::join(&call.func, "::").to_string());
+    if let Some(path) = retry_library(cx, call) {
+        return Some(path.to_string());
     }
     cx.callees(c)
         .iter()

@@ -5,7 +5,7 @@
 
 use super::{Reported, Verdict, Write};
 use crate::effects::EffectKind;
-use crate::ir::{EventKind, Region};
+use crate::ir::Region;
 use crate::query;
 use crate::rules::RuleCx;
 
@@ -105,18 +105,6 @@ fn ends_tx_before(cx: &RuleCx<'_>, k: u32, w: u32) -> bool {
 
 /// Is event `i` inside a closure or an async block?
 fn in_closure(cx: &RuleCx<'_>, i: u32) -> bool {
-    let mut depth = 0u32;
-    for j in (0..i).rev() {
-        match &cx.body.events[j as usize].kind {
-            EventKind::Leave => depth += 1,
-            EventKind::Enter(region) if depth == 0 => {
-                if matches!(region, Region::Closure { .. }) {
-                    return true;
-                }
-            }
-            EventKind::Enter(_) => depth -= 1,
-            _ => {}
-        }
-    }
-    false
+    cx.enclosing_regions(i)
+        .any(|(_, r)| matches!(r, Region::Closure { .. }))
 }
