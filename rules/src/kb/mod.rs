@@ -47,6 +47,8 @@ pub(crate) struct Classifier<'a> {
     /// What has been assigned to a local's fields so far (`model.status = Set(..)`, the
     /// struct literal it was made from): an ORM model's pending writes.
     pub model_sets: FxHashMap<Name, Vec<Assigned>>,
+    /// Locals holding a request builder (`let req = http.get(url)`): its HTTP verbs.
+    pub request_verbs: FxHashMap<Name, Vec<Name>>,
     /// The classifying thread's type-class memo.
     pub memo: &'a types::Memo,
 }
@@ -85,6 +87,7 @@ pub fn classify_body(
         local_modules: FxHashMap::default(),
         read_tables: FxHashMap::default(),
         model_sets: FxHashMap::default(),
+        request_verbs: FxHashMap::default(),
         memo,
     };
     let mut tx_param = None;
@@ -152,6 +155,10 @@ pub fn classify_body(
                         .find(|e| e.kind == EffectKind::Lock)
                         .and_then(|e| e.table.clone())
                 });
+                let verbs = match b.calls.last().map(|&l| &body.events[l as usize].kind) {
+                    Some(EventKind::Call(c)) => net::request_verbs(c, &cx.built_verbs(c)),
+                    _ => Vec::new(),
+                };
                 if let (Some(ty), [name]) = (b.ty(), b.names.as_slice())
                     && let Some((module, _)) = ty.first().and_then(|t| t.rsplit_once("::"))
                 {
@@ -179,6 +186,11 @@ pub fn classify_body(
                         })
                     });
                 for name in &b.names {
+                    if verbs.is_empty() {
+                        cx.request_verbs.remove(name);
+                    } else {
+                        cx.request_verbs.insert(name.clone(), verbs.clone());
+                    }
                     match &read_table {
                         Some(t) if b.names.len() == 1 => {
                             cx.read_tables.insert(name.clone(), t.clone());
@@ -412,6 +424,35 @@ impl Classifier<'_> {
             })
     }
 
+    /// The HTTP verbs of the request builders a chain sends that earlier statements made: its
+    /// receiver's root or an argument is a local bound to one (`auth.apply(req).send()`).
+    fn built_verbs(&self, call: &Call) -> Vec<Name> {
+        if self.request_verbs.is_empty() {
+            return Vec::new();
+        }
+        let root = |p: &str| Name::new(p.split('.').next().unwrap_or(p));
+        let args = call
+            .steps
+            .iter()
+            .flat_map(|s| &s.args)
+            .flat_map(|a| &a.paths);
+        let mut out: Vec<Name> = Vec::new();
+        for local in call
+            .recv
+            .first()
+            .cloned()
+            .into_iter()
+            .chain(args.map(|p| root(p)))
+        {
+            for v in self.request_verbs.get(&local).into_iter().flatten() {
+                if !out.contains(v) {
+                    out.push(v.clone());
+                }
+            }
+        }
+        out
+    }
+
     fn classify(&self, call: &Call) -> (Vec<Effect>, Vec<BodyId>) {
         let recv = self.recv_class(call);
         if let Some(e) = self.knowledge_eff(call, &recv) {
@@ -427,7 +468,7 @@ impl Classifier<'_> {
                     e.token = true;
                 }
                 if e.kind == EffectKind::Remote {
-                    e.set_read_only(net::reads_only(call, &recv));
+                    e.set_read_only(net::reads_only(call, &recv, &self.built_verbs(call)));
                 }
                 effs.push(e);
                 break;

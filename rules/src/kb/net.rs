@@ -186,10 +186,13 @@ pub(super) fn classify(
 }
 
 /// Does the remote call change nothing at the remote? An HTTP request whose verbs are all `get`
-/// / `head`, an AWS SDK operation named `get_*` / `list_*` / `describe_*` / `head_*`, a gRPC
-/// method named `get_*` / `list_*` (the standard methods that only read), an API crate's
-/// lookup by path (`stripe::Customer::retrieve`, `Invoice::list`).
-pub(super) fn reads_only(call: &Call, recv: &Class) -> bool {
+/// / `head`, an AWS SDK operation named `get_*` / `list_*` / `describe_*` / `head_*` (on an AWS
+/// client, or as the fluent builder any client sends: `s3.get_object().bucket(b).send()`), a
+/// gRPC method named `get_*` / `list_*` (the standard methods that only read), an API crate's
+/// lookup by path (`stripe::Customer::retrieve`, `Invoice::list`). `built` holds the verbs of the
+/// request builders the chain sends that were made in earlier statements (`let req =
+/// http.get(url); auth.apply(req).send().await`).
+pub(super) fn reads_only(call: &Call, recv: &Class, built: &[Name]) -> bool {
     let names = || call.steps.iter().map(|s| s.name.as_str());
     let reads = |n: &str| {
         ["get_", "list_", "describe_", "head_", "batch_get_"]
@@ -208,12 +211,37 @@ pub(super) fn reads_only(call: &Call, recv: &Class) -> bool {
             .find(|s| s.awaited)
             .is_some_and(|s| reads(&s.name)),
         _ => {
-            let mut verbs = names().filter(|n| HTTP_VERBS.contains(n)).peekable();
-            verbs.peek().is_some()
-                && verbs.all(|n| READ_ONLY_HTTP_STEPS.contains(&n))
-                && !names().any(|n| WRITING_HTTP_STEPS.contains(&n))
+            let mut verbs = names()
+                .chain(built.iter().map(Name::as_str))
+                .filter(|n| HTTP_VERBS.contains(n))
+                .peekable();
+            if verbs.peek().is_none() {
+                // An SDK's fluent operation, sent with no verb: `client.get_object()..send()`.
+                return !call.recv.is_empty()
+                    && names().next().is_some_and(reads)
+                    && call
+                        .steps
+                        .last()
+                        .is_some_and(|s| s.name == "send" && s.args.is_empty());
+            }
+            verbs.all(|n| READ_ONLY_HTTP_STEPS.contains(&n))
+                && !names()
+                    .chain(built.iter().map(Name::as_str))
+                    .any(|n| WRITING_HTTP_STEPS.contains(&n))
         }
     }
+}
+
+/// The HTTP verbs of a request builder a chain makes (`http.get(url).header(..)`), with those of
+/// the builders it was made from (`built`): what a local bound to it holds.
+pub(super) fn request_verbs(call: &Call, built: &[Name]) -> Vec<Name> {
+    let mut verbs: Vec<Name> = built.to_vec();
+    for s in call.steps.iter() {
+        if HTTP_VERBS.contains(&s.name.as_str()) && !verbs.contains(&s.name) {
+            verbs.push(s.name.clone());
+        }
+    }
+    verbs
 }
 
 /// Is the chain's root a call of a crate fn declared to return a mail transport?

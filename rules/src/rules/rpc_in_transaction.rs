@@ -17,8 +17,10 @@ declare_rule! {
     /// helper that begins a transaction and calls the closure before committing (`in_tx(pool,
     /// |tx| ..)`). A transaction handed over by value (`ledger.post(tx, ..)`) ends there for
     /// the caller: the callee owns it, and commits or drops it. A call that only reads at the
-    /// remote (an HTTP `GET` or `HEAD`, an AWS `get_*` / `list_*` / `describe_*` operation, a
-    /// gRPC `get_*` / `list_*` method) is not reported: it commits nothing there. Nor is a
+    /// remote (an HTTP `GET` or `HEAD`, also one built in an earlier statement and sent later:
+    /// `let req = http.get(url); sign(req).send().await`; an AWS `get_*` / `list_*` /
+    /// `describe_*` operation, or any client's fluent operation so named and sent with
+    /// `.send()`; a gRPC `get_*` / `list_*` method) is not reported: it commits nothing there. Nor is a
     /// transaction whose type says it only reads (redb's `ReadTransaction`, a
     /// `JournalReaderTransaction` snapshot): it has nothing to roll back.
     ///
