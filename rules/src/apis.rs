@@ -842,6 +842,16 @@ pub(crate) const REDIS_CONNECTION_STEPS: &[&str] = &[
 
 // --- Remote calls ---
 
+/// Future adapters that hand the future's output through (`fut.instrument(span).await` awaits
+/// `fut`): tracing's and futures' wrappers.
+pub(crate) const FUTURE_ADAPTER_STEPS: &[&str] = &[
+    "instrument",
+    "in_current_span",
+    "with_current_subscriber",
+    "boxed",
+    "boxed_local",
+];
+
 /// reqwest builder verbs (`client.post(url)`).
 pub(crate) const HTTP_VERBS: &[&str] =
     &["get", "post", "put", "patch", "delete", "head", "request"];

@@ -250,8 +250,21 @@ fn class_of_shape(
     if BROKER_TYPES.iter().any(|w| has(&lower, w)) || name.ends_with("Producer") {
         return Class::Broker;
     }
+    // tonic's generated clients live in a `<service>_client` module; the crate's own struct in
+    // such a module (`email_client::EmailClient` wrapping reqwest) is one only if a field holds
+    // a tonic client.
+    let generated_module = || {
+        has(&lower, "_client::")
+            && !(is_own_type(full, name.as_str(), facts, package)
+                && facts.structs.get(name.as_str()).is_some_and(|fields| {
+                    !fields.iter().flat_map(|(_, ty)| ty.iter()).any(|t| {
+                        let t = t.to_ascii_lowercase();
+                        has(&t, "tonic") || has(&t, "grpc")
+                    })
+                }))
+    };
     if has(&lower, "tonic")
-        || (name.ends_with("Client") && (has(&lower, "_client::") || rest_has("channel")))
+        || (name.ends_with("Client") && (rest_has("channel") || generated_module()))
     {
         return Class::Grpc;
     }

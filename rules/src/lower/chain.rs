@@ -66,9 +66,14 @@ impl BodyLowerer<'_, '_> {
                 }
                 Expr::MethodCall(m) => {
                     let sp = self.lines.sp(m.method.span(), m.paren_token.span.close());
-                    raw.push((Name::display(&m.method), Some(&m.args), awaited, tried, sp));
-                    awaited = false;
-                    tried = false;
+                    let name = Name::display(&m.method);
+                    // `fut.instrument(span).await`: awaiting the adapter awaits the future.
+                    let adapter = apis::FUTURE_ADAPTER_STEPS.contains(&name.as_str());
+                    raw.push((name, Some(&m.args), awaited, tried, sp));
+                    if !adapter {
+                        awaited = false;
+                        tried = false;
+                    }
                     cur = &m.receiver;
                 }
                 Expr::Paren(p) => cur = &p.expr,
