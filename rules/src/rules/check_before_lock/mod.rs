@@ -581,8 +581,11 @@ fn write_in_branch_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
 /// computed from it, not the row itself saved back, not its key)? When it takes nothing
 /// (`UPDATE orgs SET name = $1 WHERE id = $2` bound to the request's values after
 /// `get_org(id).await?`), a test of the read's presence only decided that the row existed:
-/// racing writers each store their own request, as in some serial order. (An in-memory entry
-/// is left out: its lookup is often the test itself.)
+/// racing writers each store their own request, as in some serial order. A sea-orm active
+/// model made from the row (`row.into_active_model()`) writes only the fields set on it, by
+/// the row's key: it takes nothing more when none of those fields comes from the read, nor is
+/// one the read was filtered on. (An in-memory entry is left out: its lookup is often the test
+/// itself.)
 fn stored_without_read(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
     if !cx
         .effs(w)
@@ -590,6 +593,18 @@ fn stored_without_read(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         || without_lock::writes_from(cx, w, r)
     {
         return false;
+    }
+    if without_lock::active_model_update(cx, w).is_some() {
+        // Unless the read found the row by a column the write changes (`.filter(used_at.is_null())`
+        // then `used_at = Set(now)`): that filter was the check.
+        let filtered: Vec<&Name> = cx
+            .effs(r)
+            .filter(|e| e.kind == EffectKind::Read)
+            .flat_map(|e| e.where_cols.iter())
+            .collect();
+        return !cx.effs(w).any(|e| {
+            e.kind == EffectKind::Write && e.sets.iter().any(|a| filtered.contains(&&a.column))
+        });
     }
     let derived = query::derived(cx.body, r);
     !matches!(&cx.body.events[w as usize].kind, EventKind::Call(c)

@@ -202,7 +202,10 @@ pub(super) fn writes_from(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
 /// The local updated at `w`, and the binding that made it, when the write is a sea-orm active
 /// model's `update` and the local was made from a row (`row.into_active_model()`) or declared
 /// as an `ActiveModel` (also by a literal of that type).
-fn active_model_update<'b>(cx: &'b RuleCx<'_>, w: u32) -> Option<(&'b str, &'b crate::ir::Bind)> {
+pub(super) fn active_model_update<'b>(
+    cx: &'b RuleCx<'_>,
+    w: u32,
+) -> Option<(&'b str, &'b crate::ir::Bind)> {
     let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
         return None;
     };
