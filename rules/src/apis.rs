@@ -744,8 +744,11 @@ pub(crate) const ONE_ROW_STEPS: &[&str] = &[
 /// Steps that only adapt a query's result (`.get_result(conn).ok()`, `.optional()`).
 pub(crate) const RESULT_ADAPTER_STEPS: &[&str] = &[
     "ok",
+    "ok_or",
+    "ok_or_else",
     "optional",
     "map_err",
+    "unwrap_or_else",
     "unwrap",
     "expect",
     "unwrap_or_default",

@@ -22,7 +22,7 @@ use crate::apis::MUTEX_LOCK_STEPS;
 use crate::effects::{Assigned, AssignedValue, BodyEffects, Effect, EffectKind, GuardUse, Sparse};
 use crate::facts::{BodyId, Facts};
 use crate::fxhash::FxHashMap;
-use crate::ir::{Body, Call, EventKind, StructLit, TypeRef};
+use crate::ir::{Body, Call, EventKind, Region, StructLit, TypeRef};
 use crate::name::Name;
 use crate::sql::SqlInfo;
 pub use types::Class;
@@ -121,8 +121,9 @@ pub fn classify_body(
                     .and_then(|v| cx.variant_field(&b.deps[0], v, &b.names[0]));
                 let class = if let Some(ty) = b.ty().or(variant_ty) {
                     Some(types::class_of(ty, facts, file, cx.memo))
-                } else if let Some(&last) = match b.calls.as_slice() {
-                    [] | [_] => b.calls.last(),
+                } else if let Some(&last) = match outer_calls(body, &b.calls, i).as_slice() {
+                    [] => None,
+                    [only] => Some(only),
                     calls => {
                         let leaves = diverging.get_or_insert_with(|| diverging_events(body));
                         calls
@@ -342,6 +343,37 @@ pub fn classify_body(
 }
 
 /// Which events sit in a branch that always leaves (`None => return Err(..)`).
+/// The calls among `calls` (those a binding at event `bind` takes its value from) that are not
+/// inside a closure handed to another of them: `find(id).await?.ok_or_else(|| Error::new(..))?`
+/// binds what `find` returned, not the error the closure would build.
+fn outer_calls(body: &Body, calls: &[u32], bind: usize) -> Vec<u32> {
+    let Some(&first) = calls.iter().min() else {
+        return Vec::new();
+    };
+    let mut depth = 0u32;
+    let mut inner: Vec<u32> = Vec::new();
+    for (k, e) in body
+        .events
+        .iter()
+        .enumerate()
+        .take(bind)
+        .skip(first as usize)
+    {
+        match &e.kind {
+            EventKind::Enter(Region::Closure { .. }) => depth += 1,
+            EventKind::Enter(_) if depth > 0 => depth += 1,
+            EventKind::Leave if depth > 0 => depth -= 1,
+            EventKind::Call(_) if depth > 0 => inner.push(k as u32),
+            _ => {}
+        }
+    }
+    calls
+        .iter()
+        .copied()
+        .filter(|c| !inner.contains(c))
+        .collect()
+}
+
 fn diverging_events(body: &Body) -> Vec<bool> {
     let mut out = vec![false; body.events.len()];
     let mut stack: Vec<bool> = Vec::new();

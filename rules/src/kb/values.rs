@@ -208,18 +208,20 @@ impl Classifier<'_> {
     /// `.map_err(..)`, `.ok_or(..)`): the local it is bound to holds that type, and its methods
     /// are the crate's.
     fn declared_result(&self, call: &Call, callees: &[BodyId]) -> Option<Class> {
-        if call
-            .steps
-            .iter()
-            .skip(1)
-            .any(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
-        {
+        if call.steps.iter().skip(1).any(|s| {
+            !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()) && !self.crate_adapter(&s.name)
+        }) {
             return None;
         }
-        let [id] = callees else {
+        let callees: Vec<BodyId> = callees
+            .iter()
+            .copied()
+            .filter(|&id| !self.crate_adapter(&self.facts.body(id).ident))
+            .collect();
+        let [id] = callees[..] else {
             return None;
         };
-        let body = self.facts.body(*id);
+        let body = self.facts.body(id);
         let (full, ty) = body
             .ret
             .iter()
@@ -242,6 +244,21 @@ impl Classifier<'_> {
             .structs
             .contains_key(ty)
             .then(|| Class::User(Name::new(ty)))
+    }
+
+    /// Is `name` a result adapter of the crate's own: every crate method so named is implemented
+    /// on `Result` or `Option` (`impl<S, E> MapResult<S> for Result<S, E> { fn map_res(..) }`),
+    /// handing the value through?
+    fn crate_adapter(&self, name: &str) -> bool {
+        self.facts.methods_named.get(name).is_some_and(|ids| {
+            !ids.is_empty()
+                && ids.iter().all(|&id| {
+                    matches!(
+                        self.facts.body(id).self_ty.as_deref(),
+                        Some("Result" | "Option")
+                    )
+                })
+        })
     }
 
     /// Fills a schedule effect's payload from its arguments.
