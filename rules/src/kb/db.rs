@@ -100,7 +100,11 @@ pub(super) fn classify(
             || QUERY_FNS.contains(&call.func_last())
             // A crate helper handed the SQL text and awaited (`db.query_one(SQL_FIND, &[&id])`,
             // `DB::pg_execute("UPDATE ..", params)`): it runs that statement.
-            || call.steps.len() <= 3 && call.awaited() && !cx.resolve(call, recv).is_empty();
+            || call.steps.len() <= 3 && call.awaited() && !cx.resolve(call, recv).is_empty()
+            // A client's method handed the SQL text first and awaited, whatever it is called
+            // (hiqlite's `client.query_as_one(sql, params!(id))`, mysql_async's
+            // `conn.exec_first(sql, ..)`): it runs that statement.
+            || sql_first_awaited(cx, call, recv);
         if executes {
             // A statement that only takes the lock; one that also reads or writes a table
             // (`.. WHERE pg_try_advisory_lock(id)`) keeps its own effect.
@@ -613,6 +617,32 @@ fn changeset_sets(cx: &Classifier<'_>, call: &Call) -> Vec<Assigned> {
             value: AssignedValue::Unknown,
         })
         .collect()
+}
+
+/// Is the SQL text the first argument of a method step that is awaited (at once, or after
+/// the statement's builder steps), on a receiver that is no HTTP, gRPC, AWS, broker, Redis or channel client?
+fn sql_first_awaited(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
+    if matches!(
+        recv,
+        Class::Http | Class::Grpc | Class::Aws | Class::Broker | Class::Redis | Class::Channel
+    ) || call.recv.is_empty()
+    {
+        return false;
+    }
+    let Some(i) = call.steps.iter().position(|s| {
+        s.args.first().is_some_and(|a| {
+            a.sql().is_some()
+                || a.paths.len() == 1
+                    && a.paths
+                        .first()
+                        .is_some_and(|p| cx.sql_locals.contains_key(p))
+        })
+    }) else {
+        return false;
+    };
+    // Awaited at once, or after the builder steps of the same statement
+    // (`client.query(sql).fetch_all().await`).
+    call.steps[i..].iter().take(3).any(|s| s.awaited)
 }
 
 /// Do the filter's columns hold a whole unique key (a primary key) that the project's schema
