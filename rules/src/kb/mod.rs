@@ -137,7 +137,16 @@ pub fn classify_body(
                     // => return Err(Error::new(..)), Some(row) => row }` holds the row.
                     let last = last as usize;
                     match &body.events[last].kind {
-                        EventKind::Call(c) => cx.result_class(c, &direct[last], &callees[last]),
+                        EventKind::Call(c) => {
+                            // `for row in find_all().await? { .. }`: the binding is an element.
+                            let element = i > 0
+                                && matches!(
+                                    body.events[i - 1].kind,
+                                    EventKind::Enter(Region::Loop)
+                                )
+                                && last < i - 1;
+                            cx.result_class(c, &direct[last], &callees[last], element)
+                        }
                         _ => None,
                     }
                 } else if b.deps.len() == 1 {

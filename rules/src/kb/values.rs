@@ -128,6 +128,7 @@ impl Classifier<'_> {
         call: &Call,
         effs: &[Effect],
         callees: &[BodyId],
+        element: bool,
     ) -> Option<Class> {
         for e in effs {
             match e.kind {
@@ -187,7 +188,7 @@ impl Classifier<'_> {
                 _ => {}
             }
         }
-        if let Some(c) = self.declared_result(call, callees) {
+        if let Some(c) = self.declared_result(call, callees, element) {
             return Some(c);
         }
         if call.func.len() >= 2 {
@@ -207,7 +208,9 @@ impl Classifier<'_> {
     /// classification resolved them) and only result adapters follow it (`.await?`,
     /// `.map_err(..)`, `.ok_or(..)`): the local it is bound to holds that type, and its methods
     /// are the crate's.
-    fn declared_result(&self, call: &Call, callees: &[BodyId]) -> Option<Class> {
+    /// With `element`, the value is one element of what the call returns (a `for` loop's
+    /// binding): `-> Result<Vec<Self>, E>` gives `Self`.
+    fn declared_result(&self, call: &Call, callees: &[BodyId], element: bool) -> Option<Class> {
         if call.steps.iter().skip(1).any(|s| {
             !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()) && !self.crate_adapter(&s.name)
         }) {
@@ -227,7 +230,10 @@ impl Classifier<'_> {
             .iter()
             .map(|t| (t, t.rsplit(':').next().unwrap_or(t)))
             .find(|(_, t)| {
-                !TYPE_WRAPPERS.contains(t) && *t != "Result" && !t.ends_with("Result")
+                !TYPE_WRAPPERS.contains(t)
+                    && *t != "Result"
+                    && !t.ends_with("Result")
+                    && !(element && matches!(*t, "Vec" | "VecDeque" | "HashSet" | "BTreeSet"))
             })?;
         // A library's type (`-> &'static hiqlite::Client`) is not the crate's struct of that name.
         if full.contains("::")
