@@ -25,8 +25,9 @@ declare_rule! {
     /// attempt, generation, version, lease, token, operation id), and whose action writes state
     /// without comparing such an identity.
     ///
-    /// Also flags a sweep acting on a snapshot: rows selected by state (a read of many rows
-    /// filtered beyond the key: `WHERE status = 'active' AND ends_at < now()`), then written
+    /// Also flags a sweep acting on a snapshot: rows selected by state (a read of many rows —
+    /// `fetch_all`, `.all(db)`, a crate helper declared to return a `Vec` — filtered beyond the
+    /// key: `WHERE status = 'active' AND ends_at < now()`), then written
     /// one by one by the ids it returned, with no predicate of their own, after a wait — the
     /// sweep's own tick inside its loop, a sleep, or a remote call made since the selection
     /// (a mail, a provider call): each row's state may have changed since it was selected.
@@ -665,14 +666,18 @@ fn many_rows(cx: &RuleCx<'_>, r: u32) -> bool {
             .any(|e| e.kind == EffectKind::Read && e.via.is_some() && returns_many(cx, e))
 }
 
-/// A crate helper that reads many rows (its own read is one).
+/// A crate helper that reads many rows (its own read is one), or declares it returns a list
+/// (`-> Result<Vec<Self>, E>`).
 fn returns_many(cx: &RuleCx<'_>, e: &Effect) -> bool {
     e.via.is_some_and(|h| {
         let body = cx.krate.body(h);
-        body.events.iter().any(|ev| {
-            matches!(&ev.kind, EventKind::Call(c)
+        body.ret
+            .iter()
+            .any(|t| matches!(t.as_str(), "Vec" | "VecDeque"))
+            || body.events.iter().any(|ev| {
+                matches!(&ev.kind, EventKind::Call(c)
             if c.steps.iter().any(|s| crate::apis::MANY_ROWS_STEPS.contains(&s.name.as_str())))
-        })
+            })
     })
 }
 
