@@ -507,6 +507,8 @@ impl Arg {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StructLit {
     pub ty: Name,
+    /// The module the type is named through (`jobs` in `jobs::ActiveModel { .. }`).
+    pub module: Option<Name>,
     pub fields: Vec<Name>,
     /// Each field's value when it is a constant (`status: Set(Status::Paid)`).
     pub values: Vec<Option<Name>>,

@@ -169,13 +169,16 @@ pub fn classify_body(
                     Some(EventKind::Call(c)) => net::request_verbs(c, &cx.built_verbs(c)),
                     _ => Vec::new(),
                 };
-                if let (Some(ty), [name]) = (b.ty(), b.names.as_slice())
-                    && let Some((module, _)) = ty.first().and_then(|t| t.rsplit_once("::"))
-                {
-                    cx.local_modules.insert(
-                        name.clone(),
-                        Name::new(module.rsplit(':').next().unwrap_or(module)),
-                    );
+                // Declared with a module-qualified type, or made by a literal of one
+                // (`let model = jobs::ActiveModel { .. }`).
+                let module = b
+                    .ty()
+                    .and_then(|t| t.first())
+                    .and_then(|t| t.rsplit_once("::"))
+                    .map(|(m, _)| m.rsplit(':').next().unwrap_or(m))
+                    .or_else(|| b.lit().and_then(|l| l.module.as_deref()));
+                if let (Some(module), [name]) = (module, b.names.as_slice()) {
+                    cx.local_modules.insert(name.clone(), Name::new(module));
                 }
                 // The table of the row this value holds: read by the call it is bound from, or
                 // made from a local that holds one.

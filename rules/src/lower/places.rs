@@ -262,6 +262,13 @@ pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
     match e {
         Expr::Struct(s) => Some(StructLit {
             ty: super::last_segment(&s.path),
+            module: s
+                .path
+                .segments
+                .len()
+                .checked_sub(2)
+                .and_then(|i| s.path.segments.iter().nth(i))
+                .map(|seg| Name::display(&seg.ident)),
             fields: s.fields.each().map(|f| member(&f.member)).collect(),
             values: s.fields.each().map(|f| value_text(&f.expr, true)).collect(),
         }),
