@@ -619,8 +619,9 @@ fn changeset_sets(cx: &Classifier<'_>, call: &Call) -> Vec<Assigned> {
         .collect()
 }
 
-/// Is the SQL text the first argument of a method step that is awaited (at once, or after
-/// the statement's builder steps), on a receiver that is no HTTP, gRPC, AWS, broker, Redis or channel client?
+/// Is the SQL text the first argument of a method step that is awaited (at once, or after the
+/// statement's builder steps), on a receiver that is no HTTP, gRPC, AWS, broker, Redis or
+/// channel client?
 fn sql_first_awaited(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
     if matches!(
         recv,

@@ -354,7 +354,6 @@ pub fn classify_body(
     out
 }
 
-/// Which events sit in a branch that always leaves (`None => return Err(..)`).
 /// The calls among `calls` (those a binding at event `bind` takes its value from) that are not
 /// inside a closure handed to another of them: `find(id).await?.ok_or_else(|| Error::new(..))?`
 /// binds what `find` returned, not the error the closure would build.
@@ -386,6 +385,7 @@ fn outer_calls(body: &Body, calls: &[u32], bind: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Which events sit in a branch that always leaves (`None => return Err(..)`).
 fn diverging_events(body: &Body) -> Vec<bool> {
     let mut out = vec![false; body.events.len()];
     let mut stack: Vec<bool> = Vec::new();

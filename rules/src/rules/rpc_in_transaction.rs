@@ -20,8 +20,8 @@ declare_rule! {
     /// remote (an HTTP `GET` or `HEAD`, also one built in an earlier statement and sent later:
     /// `let req = http.get(url); sign(req).send().await`; an AWS `get_*` / `list_*` /
     /// `describe_*` operation, or any client's fluent operation so named and sent with
-    /// `.send()`; a gRPC `get_*` / `list_*` method) is not reported: it commits nothing there. Nor is a
-    /// transaction whose type says it only reads (redb's `ReadTransaction`, a
+    /// `.send()`; a gRPC `get_*` / `list_*` method) is not reported: it commits nothing
+    /// there. Nor is a transaction whose type says it only reads (redb's `ReadTransaction`, a
     /// `JournalReaderTransaction` snapshot): it has nothing to roll back.
     ///
     /// ### Why is this bad?

@@ -27,10 +27,10 @@ declare_rule! {
     ///
     /// Also flags a sweep acting on a snapshot: rows selected by state (a read of many rows —
     /// `fetch_all`, `.all(db)`, a crate helper declared to return a `Vec` — filtered beyond the
-    /// key: `WHERE status = 'active' AND ends_at < now()`), then written
-    /// one by one by the ids it returned, with no predicate of their own, after a wait — the
-    /// sweep's own tick inside its loop, a sleep, or a remote call made since the selection
-    /// (a mail, a provider call): each row's state may have changed since it was selected.
+    /// key: `WHERE status = 'active' AND ends_at < now()`), then written one by one by the ids
+    /// it returned, with no predicate of their own, after a wait — the sweep's own tick inside
+    /// its loop, a sleep, or a remote call made since the selection (a mail, a provider call):
+    /// each row's state may have changed since it was selected.
     ///
     /// ### Why is this bad?
     ///

@@ -595,8 +595,8 @@ fn stored_without_read(cx: &RuleCx<'_>, w: u32, r: u32) -> bool {
         return false;
     }
     if without_lock::active_model_update(cx, w).is_some() {
-        // Unless the read found the row by a column the write changes (`.filter(used_at.is_null())`
-        // then `used_at = Set(now)`): that filter was the check.
+        // Unless the read found the row by a column the write changes
+        // (`.filter(used_at.is_null())` then `used_at = Set(now)`): that filter was the check.
         let filtered: Vec<&Name> = cx
             .effs(r)
             .filter(|e| e.kind == EffectKind::Read)
