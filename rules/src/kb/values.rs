@@ -229,12 +229,7 @@ impl Classifier<'_> {
             .ret
             .iter()
             .map(|t| (t, t.rsplit(':').next().unwrap_or(t)))
-            .find(|(_, t)| {
-                !TYPE_WRAPPERS.contains(t)
-                    && *t != "Result"
-                    && !t.ends_with("Result")
-                    && !(element && matches!(*t, "Vec" | "VecDeque" | "HashSet" | "BTreeSet"))
-            })?;
+            .find(|(_, t)| !wraps_value(t, element))?;
         // A library's type (`-> &'static hiqlite::Client`) is not the crate's struct of that name.
         if full.contains("::")
             && !types::is_own_type(full, ty, self.facts, self.facts.package_of(id.file))
@@ -398,4 +393,13 @@ impl Classifier<'_> {
             }
         }
     }
+}
+
+/// Does the declared result type `t` wrap the value rather than name it (`Result`, `Option`,
+/// `Arc`, a `..Result` alias; with `element`, a list whose element the binding is)?
+fn wraps_value(t: &str, element: bool) -> bool {
+    TYPE_WRAPPERS.contains(&t)
+        || t == "Result"
+        || t.ends_with("Result")
+        || element && matches!(t, "Vec" | "VecDeque" | "HashSet" | "BTreeSet")
 }
