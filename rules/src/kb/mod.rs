@@ -49,6 +49,10 @@ pub(crate) struct Classifier<'a> {
     pub model_sets: FxHashMap<Name, Vec<Assigned>>,
     /// Locals holding a request builder (`let req = http.get(url)`): its HTTP verbs.
     pub request_verbs: FxHashMap<Name, Vec<Name>>,
+    /// Locals known to hold a library's value: a parameter typed by library paths only
+    /// (`err: sqlx::Error`), and what is taken out of one by a pattern or a field
+    /// (`sqlx::Error::Database(db_err) => ..`). Only an extension trait's method runs on them.
+    pub library_locals: Vec<Name>,
     /// The classifying thread's type-class memo.
     pub memo: &'a types::Memo,
 }
@@ -88,6 +92,7 @@ pub fn classify_body(
         read_tables: FxHashMap::default(),
         model_sets: FxHashMap::default(),
         request_verbs: FxHashMap::default(),
+        library_locals: Vec::new(),
         memo,
     };
     let mut tx_param = None;
@@ -95,6 +100,9 @@ pub fn classify_body(
         let class = types::class_of(ty, facts, file, cx.memo);
         if class == Class::DbTx && tx_param.is_none() {
             tx_param = Some(name.clone());
+        }
+        if library_typed(facts, file, ty) {
+            cx.library_locals.push(name.clone());
         }
         cx.env.insert(name.clone(), class);
     }
@@ -198,7 +206,21 @@ pub fn classify_body(
                             cx.read_tables.get(root).cloned()
                         })
                     });
+                let from_library = b.calls.is_empty()
+                    && b.ty().is_none()
+                    && !b.deps.is_empty()
+                    && b.deps.iter().all(|d| {
+                        let root = d.split('.').next().unwrap_or(d);
+                        cx.library_locals.iter().any(|l| l == root)
+                    });
                 for name in &b.names {
+                    if from_library {
+                        if !cx.library_locals.contains(name) {
+                            cx.library_locals.push(name.clone());
+                        }
+                    } else {
+                        cx.library_locals.retain(|l| l != name);
+                    }
                     if verbs.is_empty() {
                         cx.request_verbs.remove(name);
                     } else {
@@ -352,6 +374,18 @@ pub fn classify_body(
         .as_ref()
         .is_some_and(|t| memo.holds_tx(t, facts, file));
     out
+}
+
+/// Is a parameter's type made of library paths only (`sqlx::Error`, `reqwest::Response`), with
+/// no type of the crate in it (`Json<CreateOrder>` has one)?
+fn library_typed(facts: &Facts, file: u32, ty: &TypeRef) -> bool {
+    !ty.is_empty()
+        && ty.iter().all(|t| {
+            t.contains(':') && {
+                let parts: Vec<Name> = t.split("::").map(Name::new).collect();
+                !facts.is_crate_path(file, &parts)
+            }
+        })
 }
 
 /// The calls among `calls` (those a binding at event `bind` takes its value from) that are not
