@@ -123,30 +123,33 @@ impl Classifier<'_> {
             }
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
-            // (On a library's value only a method implemented for a type that is not the
-            // crate's can run, an extension trait's: a crate struct's method of that name,
-            // inherent or of a trait, cannot.)
             _ => match self.facts.methods_named.get(step.name.as_str()) {
                 Some(c)
                     if c.len() == 1
                         && !COMMON_METHODS.contains(&step.name.as_str())
                         && self.takes_self(c[0])
-                        && !(call
-                            .recv
-                            .first()
-                            .is_some_and(|r| self.library_locals.contains(r))
-                            && self
-                                .facts
-                                .body(c[0])
-                                .self_ty
-                                .as_deref()
-                                .is_some_and(|t| self.facts.structs.contains_key(t))) =>
+                        && !self.crate_method_on_library_value(call, c[0]) =>
                 {
                     c.clone()
                 }
                 _ => Vec::new(),
             },
         }
+    }
+
+    /// Is the chain's receiver a library's value (see [`Classifier::library_locals`]) and `b` a
+    /// method of a crate struct, inherent or of a trait? Such a method cannot run on it: only
+    /// one implemented for a type that is not the crate's (an extension trait's) can.
+    fn crate_method_on_library_value(&self, call: &Call, b: BodyId) -> bool {
+        call.recv
+            .first()
+            .is_some_and(|r| self.library_locals.contains(r))
+            && self
+                .facts
+                .body(b)
+                .self_ty
+                .as_deref()
+                .is_some_and(|t| self.facts.structs.contains_key(t))
     }
 
     /// Does crate fn `b` take `self`? Only such a fn runs for a method call (`x.take()`); an
