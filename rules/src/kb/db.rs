@@ -141,19 +141,14 @@ pub(super) fn classify(
         }
         // `let target = t::table.filter(t::id.eq(id)); diesel::delete(target)`: the query a
         // local was bound to names the table and the filter.
-        let bound = call.steps[0]
-            .args
-            .first()
-            .filter(|a| a.ev.is_none())
-            .and_then(|a| a.paths.first())
+        let target = call.steps[0].args.first();
+        let place = target.and_then(|a| a.paths.first());
+        let bound = place
+            .filter(|_| target.is_some_and(|a| a.ev.is_none()))
             .and_then(|p| bound_query(cx, p));
         let table = match bound {
             Some(q) => Some(diesel_table(cx, &Name::join(&q.recv, "."))),
-            None => call.steps[0]
-                .args
-                .first()
-                .and_then(|a| a.paths.first())
-                .map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p))),
+            None => place.map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p))),
         };
         let mut where_cols = diesel_filter_cols(call);
         if let Some(q) = bound {
@@ -191,12 +186,7 @@ pub(super) fn classify(
             .any(|c| is_operation_identity(c) && !own(c));
         e.delete = flast == "delete";
         let token_table = table.as_deref().is_some_and(is_token_name);
-        e.purge = e.delete
-            && !where_cols.is_empty()
-            && !where_cols
-                .iter()
-                .any(|c| is_plain_key(c) || token_table && is_token_name(c))
-            && !keyed_by_schema(cx, table.as_deref(), &where_cols);
+        e.purge = e.delete && keyless_filter(cx, table.as_deref(), &where_cols, token_table);
         e.where_cols = where_cols.into();
         e.insert = flast.contains("insert") || flast.contains("replace");
         e.upsert = flast.contains("replace")
@@ -339,12 +329,8 @@ pub(super) fn classify(
             e.delete = flast.starts_with("delete");
             // A token row is picked by its token (`token_id`, `code`): that is its key.
             let token_table = is_token_name(&entity);
-            e.purge = e.delete
-                && !where_cols.is_empty()
-                && !where_cols
-                    .iter()
-                    .any(|c| is_plain_key(c) || token_table && is_token_name(c))
-                && !keyed_by_schema(cx, Some(entity.as_str()), &where_cols);
+            e.purge =
+                e.delete && keyless_filter(cx, Some(entity.as_str()), &where_cols, token_table);
             e.filtered = !where_cols.is_empty();
             e.where_cols = where_cols.into();
             e.token = is_token_name(&entity);
@@ -632,11 +618,7 @@ fn sql_first_awaited(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
     }
     let Some(i) = call.steps.iter().position(|s| {
         s.args.first().is_some_and(|a| {
-            a.sql().is_some()
-                || a.paths.len() == 1
-                    && a.paths
-                        .first()
-                        .is_some_and(|p| cx.sql_locals.contains_key(p))
+            a.sql().is_some() || matches!(a.paths.as_slice(), [p] if cx.sql_locals.contains_key(p))
         })
     }) else {
         return false;
@@ -644,6 +626,23 @@ fn sql_first_awaited(cx: &Classifier<'_>, call: &Call, recv: &Class) -> bool {
     // Awaited at once, or after the builder steps of the same statement
     // (`client.query(sql).fetch_all().await`).
     call.steps[i..].iter().take(3).any(|s| s.awaited)
+}
+
+/// Does a delete's filter name no row by its key: it has columns, none is a plain key (`id`,
+/// `order_id`; on a token table, a token column), and they hold no unique key the schema
+/// declares (`WHERE expires_at < now()`)? Then it is housekeeping over many rows, a purge, not
+/// the consumption of one.
+fn keyless_filter(
+    cx: &Classifier<'_>,
+    table: Option<&str>,
+    cols: &[Name],
+    token_table: bool,
+) -> bool {
+    !cols.is_empty()
+        && !cols
+            .iter()
+            .any(|c| is_plain_key(c) || token_table && is_token_name(c))
+        && !keyed_by_schema(cx, table, cols)
 }
 
 /// Do the filter's columns hold a whole unique key (a primary key) that the project's schema
@@ -805,13 +804,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
         sql.tables.iter().any(|t| is_token_name(t))
     };
     e.purge = e.delete
-        && (!sql.filtered
-            || !sql.where_cols.is_empty()
-                && !sql
-                    .where_cols
-                    .iter()
-                    .any(|c| is_plain_key(c) || token_table && is_token_name(c))
-                && !keyed_by_schema(cx, sql.table(), &sql.where_cols));
+        && (!sql.filtered || keyless_filter(cx, sql.table(), &sql.where_cols, token_table));
     e.insert = sql.kind == SqlKind::Insert;
     e.upsert = sql.upsert;
     e.where_cols = sql.where_cols.clone().into();

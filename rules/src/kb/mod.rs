@@ -129,16 +129,18 @@ pub fn classify_body(
                     .and_then(|v| cx.variant_field(&b.deps[0], v, &b.names[0]));
                 let class = if let Some(ty) = b.ty().or(variant_ty) {
                     Some(types::class_of(ty, facts, file, cx.memo))
-                } else if let Some(&last) = match outer_calls(body, &b.calls, i).as_slice() {
+                } else if let Some(last) = match b.calls.as_slice() {
                     [] => None,
-                    [only] => Some(only),
+                    [only] => Some(*only),
                     calls => {
+                        let outer = outer_calls(body, calls, i);
                         let leaves = diverging.get_or_insert_with(|| diverging_events(body));
-                        calls
+                        outer
                             .iter()
                             .rev()
                             .find(|&&c| !leaves[c as usize])
-                            .or(calls.last())
+                            .or(outer.last())
+                            .copied()
                     }
                 } {
                     // The value comes from the arms that go on: `match find(..).await? { None
@@ -391,6 +393,7 @@ fn library_typed(facts: &Facts, file: u32, ty: &TypeRef) -> bool {
 /// The calls among `calls` (those a binding at event `bind` takes its value from) that are not
 /// inside a closure handed to another of them: `find(id).await?.ok_or_else(|| Error::new(..))?`
 /// binds what `find` returned, not the error the closure would build.
+/// (Asked only of a binding from several calls: one call is the value whatever it sits in.)
 fn outer_calls(body: &Body, calls: &[u32], bind: usize) -> Vec<u32> {
     let Some(&first) = calls.iter().min() else {
         return Vec::new();

@@ -211,10 +211,9 @@ pub(super) fn reads_only(call: &Call, recv: &Class, built: &[Name]) -> bool {
             .find(|s| s.awaited)
             .is_some_and(|s| reads(&s.name)),
         _ => {
-            let mut verbs = names()
-                .chain(built.iter().map(Name::as_str))
-                .filter(|n| HTTP_VERBS.contains(n))
-                .peekable();
+            // The chain's steps and the verbs of the builders it was made from.
+            let steps = || names().chain(built.iter().map(Name::as_str));
+            let mut verbs = steps().filter(|n| HTTP_VERBS.contains(n)).peekable();
             if verbs.peek().is_none() {
                 // An SDK's fluent operation, sent with no verb: `client.get_object()..send()`.
                 return !call.recv.is_empty()
@@ -225,9 +224,7 @@ pub(super) fn reads_only(call: &Call, recv: &Class, built: &[Name]) -> bool {
                         .is_some_and(|s| s.name == "send" && s.args.is_empty());
             }
             verbs.all(|n| READ_ONLY_HTTP_STEPS.contains(&n))
-                && !names()
-                    .chain(built.iter().map(Name::as_str))
-                    .any(|n| WRITING_HTTP_STEPS.contains(&n))
+                && !steps().any(|n| WRITING_HTTP_STEPS.contains(&n))
         }
     }
 }
