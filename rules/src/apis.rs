@@ -660,8 +660,10 @@ pub(crate) const DIST_LOCK_STEPS: &[&str] = &[
     "try_acquire",
 ];
 
-/// Steps that end a guard's life early (`locks.unlock(&guard)`, `lease.release(guard)`).
-pub(crate) const GUARD_RELEASE_STEPS: &[&str] = &["unlock", "release", "release_lock"];
+/// Steps that end a guard's life early (`locks.unlock(&guard)`, `lease.release(guard)`, sqlx's
+/// `guard.release_now()`).
+pub(crate) const GUARD_RELEASE_STEPS: &[&str] =
+    &["unlock", "release", "release_lock", "release_now"];
 
 /// Words of a return type that hands a lock back to the caller.
 pub(crate) const GUARD_RETURN_WORDS: &[&str] = &["guard", "lock", "lease", "permit"];

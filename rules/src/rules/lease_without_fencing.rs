@@ -23,6 +23,11 @@ declare_rule! {
     /// generation, epoch, token, owner, attempt) in the write's filter, and neither the lease
     /// guard nor a token among the call's arguments.
     ///
+    /// And a helper that runs its caller's operation under the lease (`with_lock(name, async
+    /// || ..)` calling `op(proof).await` while it holds the lock): reported at that call when
+    /// the operation gets no token and a caller in the crate hands in one that writes or calls
+    /// another service (the note names it).
+    ///
     /// And a lease kept in a table: a renewal (`UPDATE jobs SET lease_until = .. WHERE id =
     /// $1`, a heartbeat) of rows the crate hands to a holder (an owner column such as
     /// `worker_id` or `locked_by`), filtered on no owner, attempt, lease or version column,
@@ -95,7 +100,8 @@ declare_rule! {
     /// checked inside the called service is not seen: any argument named like a token, or the
     /// lease guard itself, counts as passing it. A write through a helper after a session
     /// advisory lock is not judged (its connection is not known). Only the first unfenced
-    /// write of each lease is reported.
+    /// write of each lease is reported. Of an operation run under a lease, only the closures
+    /// handed in at the helper's calls are looked at, not a named `fn` passed instead.
     pub(crate) static RULE = {
         name: "lease-without-fencing",
         level: Warning,
@@ -320,6 +326,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 out.push(report(cx, a, lease, w, x));
                 break;
             }
+            if let Some(site) = operation_run(cx, w, guard) {
+                out.push(report_operation(cx, a, lease, w, site));
+                break;
+            }
         }
     }
 }
@@ -420,6 +430,50 @@ fn unfenced(
     true
 }
 
+/// Where event `w` calls an operation the body was handed (`op(proof).await`, a parameter
+/// called) with no token among its arguments, a call site in the crate whose operation (the
+/// closure it hands in) writes or calls another service: the caller's first such effect.
+fn operation_run<'a>(
+    cx: &RuleCx<'a>,
+    w: u32,
+    guard: Option<&Name>,
+) -> Option<(crate::facts::BodyId, u32, &'a Effect)> {
+    let EventKind::Call(c) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let [callee] = &c.func[..] else {
+        return None;
+    };
+    if !c.recv.is_empty() || !cx.body.params.iter().any(|(p, _)| p == callee) {
+        return None;
+    }
+    if carries_token(cx, w, guard) {
+        return None;
+    }
+    cx.krate
+        .call_sites(cx.id)
+        .iter()
+        .find_map(|&(caller, site)| {
+            let at = RuleCx::new(cx.krate, caller);
+            at.closures_of(site).into_iter().find_map(|(start, end)| {
+                (start..end).find_map(|i| {
+                    at.effs(i)
+                        .find(|x| {
+                            let writes = match x.kind {
+                                EffectKind::Remote => true,
+                                EffectKind::Write | EffectKind::Claim => !x.in_memory,
+                                _ => false,
+                            };
+                            writes
+                                && !is_lease(x)
+                                && !x.where_cols.iter().any(|c| is_fencing_column(c))
+                        })
+                        .map(|x| (caller, i, x))
+                })
+            })
+        })
+}
+
 /// Does call `w` pass the lease guard or something named like a fencing token (`lease.token`,
 /// `fence`, `epoch`)?
 fn carries_token(cx: &RuleCx<'_>, w: u32, guard: Option<&Name>) -> bool {
@@ -431,6 +485,33 @@ fn carries_token(cx: &RuleCx<'_>, w: u32, guard: Option<&Name>) -> bool {
             || p.split('.').skip(1).any(is_fencing_column)
             || is_fencing_column(query::first(p))
     })
+}
+
+fn report_operation(
+    cx: &RuleCx<'_>,
+    a: u32,
+    lease: &Effect,
+    w: u32,
+    (caller, at, x): (crate::facts::BodyId, u32, &Effect),
+) -> Diagnostic {
+    let message = "the caller's operation runs under a lease without a fencing token".to_string();
+    let mut d = cx.diag(&RULE, w, message);
+    d.primary_label = Some("the operation is called here with no fencing token".to_string());
+    d.labels
+        .push(cx.label(a, format!("the lease is taken here ({})", lease.what)));
+    let body = cx.krate.body(caller);
+    d.notes.push(format!(
+        "`{}` hands in an operation that {} at {}:{}",
+        body.name(),
+        x.what,
+        cx.krate.paths[caller.file as usize],
+        body.events[at as usize].sp.line
+    ));
+    d.help = Some(
+        "hand the operation a fencing token taken with the lease (a number that grows with every holder) and make its writes check it, or run them in the transaction that holds the lock (`pg_advisory_xact_lock`); `#[staleguard::fenced(..)]` passes and checks the token"
+            .to_string(),
+    );
+    d
 }
 
 fn report(cx: &RuleCx<'_>, a: u32, lease: &Effect, w: u32, x: &Effect) -> Diagnostic {
