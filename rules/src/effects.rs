@@ -61,6 +61,8 @@ pub(crate) enum AssignedValue {
     Const(Name),
     /// The current time.
     Now,
+    /// The column's own value changed by an operator (`balance = balance - $1`).
+    Relative,
     /// Something the analysis does not see (a bound local, an expression).
     Unknown,
     /// The value of the body's parameter at this index of [`crate::ir::Body::params`]: a

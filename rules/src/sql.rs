@@ -32,6 +32,9 @@ pub enum SqlValue {
     Param(Name),
     /// The current time: `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `unixepoch()`.
     Now,
+    /// The column's own value changed by an operator (`balance = balance - $1`, `tries = tries
+    /// + 1`): applied twice, the change is made twice.
+    Relative,
     /// Anything else: an expression, another column, a sub-select.
     Expr,
 }
@@ -191,6 +194,7 @@ pub fn classify(text: &str) -> Option<SqlInfo> {
             }
             Token::Colon => Some(Tok::Sigil(':')),
             Token::AtSign => Some(Tok::Sigil('@')),
+            Token::Plus | Token::Minus => Some(Tok::Arith),
             _ => Some(Tok::Other),
         })
         .collect();
@@ -230,6 +234,8 @@ enum Tok {
     Param(String),
     /// `:` or `@` (folded into the next word as a named placeholder).
     Sigil(char),
+    /// `+` or `-`.
+    Arith,
     Other,
 }
 
@@ -469,7 +475,12 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
                                 push_unique(&mut info.set_cols, w.clone());
                             }
                             if toks.get(j + 1) == Some(&Tok::Cmp) {
-                                let value = value_at(toks, j + 2);
+                                let value = match value_at(toks, j + 2) {
+                                    SqlValue::Expr if relative(toks, j + 2, w) => {
+                                        SqlValue::Relative
+                                    }
+                                    v => v,
+                                };
                                 info.assigns.push((Name::new(w), value));
                             }
                             expect_col = false;
@@ -561,7 +572,7 @@ fn value_at(toks: &[Tok], i: usize) -> SqlValue {
     // A trailing cast (`'x'::kind`, `$1::text`) keeps the value what it is.
     let plain = |rest: &[Tok]| {
         rest.iter()
-            .all(|t| matches!(t, Tok::Other | Tok::Dot | Tok::Word(..)))
+            .all(|t| matches!(t, Tok::Other | Tok::Arith | Tok::Dot | Tok::Word(..)))
     };
     match value {
         [Tok::Str(s), rest @ ..] if plain(rest) => SqlValue::Literal(Name::new(s)),
@@ -573,6 +584,17 @@ fn value_at(toks: &[Tok], i: usize) -> SqlValue {
         [Tok::Word(w, false), rest @ ..] if is_now(w, rest) => SqlValue::Now,
         _ => SqlValue::Expr,
     }
+}
+
+/// Does the value at `i` start with the assigned column itself and a `+` or `-` (`balance -
+/// $1`, `t.tries + 1`)?
+fn relative(toks: &[Tok], i: usize, column: &str) -> bool {
+    let i = match (toks.get(i), toks.get(i + 1)) {
+        (Some(Tok::Word(..)), Some(Tok::Dot)) => i + 2,
+        _ => i,
+    };
+    matches!(toks.get(i), Some(Tok::Word(w, _)) if w == column)
+        && matches!(toks.get(i + 1), Some(Tok::Arith))
 }
 
 /// `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `unixepoch()` and the like, alone.
@@ -785,6 +807,29 @@ mod tests {
         assert_eq!(i.set_cols, vec!["status", "paid_at"]);
         assert_eq!(i.where_cols, vec!["id", "status"]);
         assert!(i.is_conditional());
+    }
+
+    #[test]
+    fn relative_changes() {
+        let i = classify(
+            "UPDATE a SET n = n + 1, t.m = t.m - $1, log = log || 'x', c = $1 - c, d = e + 1 WHERE id = $2",
+        )
+        .unwrap();
+        let value = |c: &str| {
+            i.assigns
+                .iter()
+                .find(|(n, _)| n == c)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(value("n"), Some(SqlValue::Relative));
+        assert_eq!(value("m"), Some(SqlValue::Relative));
+        assert_eq!(
+            value("log"),
+            Some(SqlValue::Expr),
+            "a concatenation is not counted"
+        );
+        assert_eq!(value("c"), Some(SqlValue::Param(Name::new("$1"))));
+        assert_eq!(value("d"), Some(SqlValue::Expr), "another column's value");
     }
 
     #[test]

@@ -29,6 +29,24 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
     })
 }
 
+/// A flag set with a change made relative to the row's own value in the same statement (`SET
+/// is_admitted = TRUE, balance = balance - $1`): the flag marks a step that must happen once,
+/// and the change rides on it. A write that moves no state column otherwise moves this one.
+pub(crate) fn flag_with_change(e: &Effect) -> Option<&Assigned> {
+    if moved_state(e).is_some() || !changes_relatively(e) {
+        return None;
+    }
+    e.sets
+        .iter()
+        .find(|a| matches!(&a.value, AssignedValue::Const(v) if v == "true" || v == "false"))
+}
+
+/// Does the statement change a column relative to its own value (`balance = balance - $1`)?
+/// Applied twice, that change is made twice.
+pub(crate) fn changes_relatively(e: &Effect) -> bool {
+    e.sets.iter().any(|a| a.value == AssignedValue::Relative)
+}
+
 /// Does the statement write a postal address (`city`, `country`, `zip`, `street` beside the
 /// `state` it sets)? Then `state` is a province, not a lifecycle.
 pub(crate) fn in_postal_address(e: &Effect) -> bool {
@@ -176,7 +194,8 @@ pub(crate) fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> 
     let (Some(table), AssignedValue::Const(v)) = (e.table.as_deref(), &state.value) else {
         return false;
     };
-    cx.krate.only_value(table, &state.column) == Some(v)
+    // A change relative to the row's own value is made again by a second write.
+    !changes_relatively(e) && cx.krate.only_value(table, &state.column) == Some(v)
 }
 
 /// Is this a holder's write to a work row the crate hands out one holder at a time, and never

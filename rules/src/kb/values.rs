@@ -333,6 +333,7 @@ impl Classifier<'_> {
                 let value = match value {
                     SqlValue::Literal(l) => AssignedValue::Const(l.clone()),
                     SqlValue::Now => AssignedValue::Now,
+                    SqlValue::Relative => AssignedValue::Relative,
                     SqlValue::Expr => AssignedValue::Unknown,
                     SqlValue::Param(p) => {
                         let bound = match p.strip_prefix(['$', '?']).map(str::parse::<usize>) {

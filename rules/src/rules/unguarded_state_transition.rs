@@ -4,13 +4,13 @@
 
 use super::RuleCx;
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
-use crate::effects::{Assigned, Effect, EffectKind};
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::{Call, Comparison, EventKind, Region, Sp};
 use crate::query;
 use crate::sql::{SqlKind, SqlValue};
 use crate::state_writes::{
-    guarded_filter, holder_writes, judged_by_callers, moved_state, only_transition, own_new_row,
-    saved_back_state, state_read,
+    flag_with_change, guarded_filter, holder_writes, judged_by_callers, moved_state,
+    only_transition, own_new_row, saved_back_state, state_read,
 };
 
 declare_rule! {
@@ -27,7 +27,10 @@ declare_rule! {
     /// enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`). A model read
     /// by the function and saved back whole through the crate's upsert (`session.save(db)` running
     /// `INSERT .. ON CONFLICT (id) DO UPDATE SET state = excluded.state, ..`) is such an update:
-    /// it writes the state column from the copy read earlier, keyed by the id alone.
+    /// it writes the state column from the copy read earlier, keyed by the id alone. So is a
+    /// flag set in the same statement as a change made from a column's own value (`SET
+    /// is_admitted = TRUE, balance = balance - $1 WHERE pubkey = $2`): the flag marks a step
+    /// that must happen once, and run twice, the change is made twice.
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
     /// token, a timestamp, that the record is not deleted, or a column the statement also sets:
@@ -40,7 +43,7 @@ declare_rule! {
     /// function's own insert, or the value it handed that insert: `insert_channel(conn, &id, ..)`
     /// then `set_channel_open(conn, &id)`), for statements over the whole table, when the value written is the
     /// only one any update of the crate sets that column to (a `confirmed` flag set once: two
-    /// writes race to the same state), for the holder's writes to a work row (a job, a task, a
+    /// writes race to the same state) and the statement changes nothing from its own value, for the holder's writes to a work row (a job, a task, a
     /// build) that the crate hands out one holder at a time (`SELECT .. FOR UPDATE SKIP LOCKED`
     /// filtered on the state, or a compare-and-set to an in-progress state) and never takes
     /// back (no reaper: see `processing-without-lease`), and under `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
@@ -132,10 +135,9 @@ declare_rule! {
 /// A write of a state column (or an upsert that may save a model back).
 fn applies(cx: &RuleCx<'_>) -> bool {
     cx.kinds().has(EffectKind::Write)
-        && cx
-            .effects()
-            .any_order()
-            .any(|e| moved_state(e).is_some() || e.upsert && e.via.is_some())
+        && cx.effects().any_order().any(|e| {
+            moved_state(e).is_some() || flag_with_change(e).is_some() || e.upsert && e.via.is_some()
+        })
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -151,7 +153,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             // A model read here and saved back whole is judged here: its save method cannot
             // tell a new row from the one read.
             let saved_back = saved_back_state(cx, w, e);
-            let Some(state) = moved_state(e).or(saved_back.as_ref()) else {
+            let Some(state) = moved_state(e)
+                .or(saved_back.as_ref())
+                .or_else(|| flag_with_change(e))
+            else {
                 continue;
             };
             if guarded_filter(e, &state.column)
@@ -279,6 +284,12 @@ fn report(cx: &RuleCx<'_>, w: u32, e: &Effect, state: &Assigned) -> Diagnostic {
         None => "no current state, version or owner in the filter".to_string(),
     });
     d.notes.extend(cx.chain_notes(e));
+    if let Some(change) = e.sets.iter().find(|a| a.value == AssignedValue::Relative) {
+        d.notes.push(format!(
+            "the same statement changes `{}` from its own value: run twice, it is changed twice",
+            change.column
+        ));
+    }
     d.help = Some(format!(
         "put the state you expect in the filter (`.. AND {column} = <expected>`, with the owner or lease for a claimed record) and check the rows affected, or lock the row (`SELECT .. FOR UPDATE`) and check its state first; `#[staleguard::idempotent(..)]` completes its record with this compare-and-set"
     ));
