@@ -358,6 +358,25 @@ pub(crate) const ERROR_STATUSES: &[&str] = &[
     "GatewayTimeout",
 ];
 
+/// Constructors of an HTTP error answer named by their status in snake case
+/// (`ApiResponse::internal_error(msg)`, `HttpResponse::service_unavailable()`): a branch that
+/// answers one fails.
+pub(crate) const ERROR_STATUS_BUILDERS: &[&str] = &[
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "precondition_failed",
+    "unprocessable_entity",
+    "too_many_requests",
+    "internal_error",
+    "internal_server_error",
+    "bad_gateway",
+    "service_unavailable",
+    "gateway_timeout",
+];
+
 /// sqlx's query macros (`sqlx::query!("..", ..)`).
 pub(crate) const QUERY_MACROS: &[&str] = &[
     "query",

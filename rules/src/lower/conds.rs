@@ -277,9 +277,14 @@ fn failure(e: &Expr) -> bool {
     }
 }
 
-/// `HttpResponse::Conflict()`: a builder named by its status.
+/// `HttpResponse::Conflict()`, `ApiResponse::internal_error(msg)`: a builder named by its
+/// status.
 fn callee_is_error_status(f: &Expr) -> bool {
-    matches!(f, Expr::Path(p) if apis::ERROR_STATUSES.contains(&last_segment(&p.path).as_str()))
+    matches!(f, Expr::Path(p) if {
+        let last = last_segment(&p.path);
+        apis::ERROR_STATUSES.contains(&last.as_str())
+            || apis::ERROR_STATUS_BUILDERS.contains(&last.as_str())
+    })
 }
 
 fn is_failing_macro(m: &syn::Macro) -> bool {
@@ -373,6 +378,7 @@ mod tests {
             "Ok(StatusCode::CONFLICT)",
             "Ok((StatusCode::CONFLICT, body))",
             "HttpResponse::InternalServerError().finish()",
+            "ApiResponse::internal_error(format!(\"failed: {e}\"))",
             "{ return Err(x)?; }",
         ] {
             assert!(fails_src(src), "{src}");
@@ -383,6 +389,7 @@ mod tests {
             "continue",
             "Ok(code)",
             "{ tx.rollback(); }",
+            "ApiResponse::ok(\"added\")",
         ] {
             assert!(!fails_src(src), "{src}");
         }

@@ -5,7 +5,8 @@ use super::RuleCx;
 use crate::apis::{ACK_STEPS, RETRY_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{AssignedValue, Effect, EffectKind};
-use crate::ir::{EventKind, Region};
+use crate::handlers::Evidence;
+use crate::ir::{EventKind, Region, TestRole};
 use crate::kb::names::{is_done_value, is_state_column, is_work};
 use crate::query;
 
@@ -27,6 +28,14 @@ declare_rule! {
     /// (or a write of a done state: `completed`, `sent`, ..) of the row of a work table (jobs,
     /// tasks, a queue, an outbox, deliveries, notifications) that the function read or claimed
     /// before the call, keyed by what that read returned.
+    ///
+    /// And, in a webhook route or a queue consumer (where the answer is the acknowledgement:
+    /// the sender does not deliver a message answered 200 again, a consumer's return acks the
+    /// job), the handling of the message failing and the failure only logged: the first call
+    /// at the body's top level that writes or calls another service is the handling, and the
+    /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
+    /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
+    /// answer from the error (`(status_for(&e), "rejected")`: the sender is told).
     ///
     /// It stays silent when the branch returns an error or an error status, requeues or
     /// reschedules (`nack`, `requeue`, `retry`, `schedule`, an insert into a queue), records
@@ -87,7 +96,10 @@ declare_rule! {
 /// A lock taken or claimed, or a remote call (whose failure may be swallowed).
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
-    k.has(EffectKind::Claim) || k.has(EffectKind::Lock) || k.has(EffectKind::Remote)
+    k.has(EffectKind::Claim)
+        || k.has(EffectKind::Lock)
+        || k.has(EffectKind::Remote)
+        || k.has(EffectKind::Write)
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -95,8 +107,11 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     swallowed_then_consumed(cx, out);
-    if cx.message_handler().is_none() {
+    let Some(handler) = cx.message_handler() else {
         return;
+    };
+    if matches!(handler, Evidence::Routed(_) | Evidence::Consumer) {
+        handling_swallowed(cx, out);
     }
     for r in 0..cx.body.events.len() as u32 {
         let Some(e) = lock_attempt(cx, r) else {
@@ -111,8 +126,8 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 
 /// The lock attempt event `r` makes, which may find the lock held: a Redis lock claim, a
 /// `try_lock` / `try_acquire`, a `pg_try_advisory_lock`. (A failed handling swallowed — `if let
-/// Err(e) = handle(msg).await { warn!(..) }` — is the other half of the hazard; without
-/// evidence of the ack or redelivery around it, it is too often a best-effort call to report.)
+/// Err(e) = handle(msg).await { warn!(..) }` — is the other half of the hazard, reported where
+/// the answer is the acknowledgement: `handling_swallowed`.)
 fn lock_attempt<'a>(cx: &RuleCx<'a>, r: u32) -> Option<&'a Effect> {
     cx.effs(r)
         .find(|e| e.attempt && matches!(e.kind, EffectKind::Lock | EffectKind::Claim))
@@ -182,6 +197,116 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         reported.push(c);
         out.push(report_swallowed(cx, r, b, c, remote));
     }
+}
+
+/// A webhook route or a queue consumer whose handling of the message fails, and the failure
+/// is only logged: the route answers as if done (for a webhook the answer is the
+/// acknowledgement; for a consumer, returning is). The handling is the first call at the
+/// body's top level that writes or calls another service; a best-effort call after it (an
+/// audit line, a notification) is not.
+fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let handling = (0..cx.body.events.len() as u32).find_map(|r| {
+        // A lock attempt that fails is the other form (`lock_attempt`).
+        let work = cx
+            .effs(r)
+            .filter(|e| !e.attempt && !e.lease)
+            .find(|e| match e.kind {
+                EffectKind::Write | EffectKind::Claim => !e.in_memory,
+                EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
+                _ => false,
+            })?;
+        (cx.enclosing_regions(r).next().is_none()).then_some((r, work))
+    });
+    let Some((r, work)) = handling else {
+        return;
+    };
+    let Some(b) = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b)) else {
+        return;
+    };
+    let message =
+        "a failed handling of the message is only logged, and the handler answers as if done"
+            .to_string();
+    let mut d = cx.diag(&RULE, r, message);
+    d.primary_label = Some(match work.via {
+        Some(helper) => format!(
+            "the handling is this call (`{}` {})",
+            cx.krate.body(helper).name(),
+            work.what
+        ),
+        None => format!("the handling is this call ({})", work.what),
+    });
+    d.labels.push(cx.label(
+        b,
+        "its failure is swallowed here (no error status, nack, requeue or recorded failure)",
+    ));
+    if let Some(h) = cx.message_handler() {
+        d.notes.push(format!(
+            "this is a message handler ({}): its normal answer tells the sender the message was handled",
+            h.describe(cx.krate)
+        ));
+    }
+    d.notes.extend(cx.chain_notes(work));
+    d.help = Some(
+        "answer the failure with an error status (a 5xx the sender retries) or an error the queue retries with back-off, or keep the message durably (an inbox row a worker retries, a dead letter) before answering"
+            .to_string(),
+    );
+    out.push(d);
+}
+
+/// Does the branch entered at `b` make its answer from the error it took (`(status_for(&e),
+/// "rejected")`, `Reply { text: err.to_string() }`)? Then the sender is told what failed; a
+/// branch that only logs the error (a macro, not an event) does not use it.
+fn answers_error(cx: &RuleCx<'_>, b: u32) -> bool {
+    let end = cx.region_end(b);
+    let Some(EventKind::Bind(bind)) = cx.body.events.get(b as usize + 1).map(|e| &e.kind) else {
+        return false;
+    };
+    let error = &bind.names;
+    (b + 2..end).any(|i| match &cx.body.events[i as usize].kind {
+        EventKind::Call(c) => {
+            c.recv.first().is_some_and(|n| error.contains(n))
+                || c.all_args()
+                    .flat_map(|a| &a.paths)
+                    .any(|p| error.iter().any(|n| query::first(p) == n.as_str()))
+        }
+        _ => false,
+    })
+}
+
+/// The branch that takes the `Err` of the call at `r`: a `match` arm `Err(..)`, the block of
+/// `if let Err(..)`, the `else` of `let Ok(..) = .. else`. (A lock attempt's `Ok(false)` is a
+/// failure too; a handling's `Ok(false)` is an answer.)
+fn error_branch(cx: &RuleCx<'_>, r: u32) -> Option<u32> {
+    let has = |p: &[crate::name::Name], v: &str| p.iter().any(|n| n == v);
+    let bound = &query::binders(cx.body)[r as usize];
+    query::tests_of(cx.body, r).into_iter().find_map(|t| {
+        let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
+            return None;
+        };
+        // The call's own result, not a value made from it later.
+        let own = test.calls.contains(&r)
+            || test.calls.is_empty()
+                && !test.deps.is_empty()
+                && test.deps.iter().all(|d| bound.contains(d));
+        if !own {
+            return None;
+        }
+        let branches = cx.following_branches(t);
+        match test.role {
+            TestRole::Match => branches
+                .iter()
+                .zip(test.pats.iter())
+                .find(|(_, p)| has(p, "Err"))
+                .map(|(&b, _)| b),
+            TestRole::If if test.pats.first().is_some_and(|p| has(p, "Err")) => {
+                branches.first().copied()
+            }
+            TestRole::LetElse if test.pats.first().is_some_and(|p| has(p, "Ok")) => {
+                branches.first().copied()
+            }
+            _ => None,
+        }
+    })
 }
 
 /// The first branch, among those that take the failure of the attempt or call at `r` (a lock
