@@ -330,7 +330,7 @@ impl<'a> Facts<'a> {
                         let head = full.split("::").next().unwrap_or("");
                         full.contains("::")
                             && !crate::apis::DB_TRANSACTION_CRATES.contains(&head)
-                            && !self.is_crate_module(self.package_of(fi as u32), head)
+                            && !self.in_scope_module(fi as u32, head)
                     });
                     if foreign {
                         out.insert(s.clone());
@@ -537,6 +537,37 @@ impl<'a> Facts<'a> {
                 }
             }
         }
+    }
+
+    /// Is `head`, the first segment of a `use` path written in `file`, the workspace's own
+    /// there: `crate`, `self`, `super`, a checked package, or a module in scope of the file's
+    /// module (an inline `mod`, or a child module's file: `src/lib.rs` sees `src/bitcoin/`,
+    /// `src/bitcoin/utxo.rs` sees `src/bitcoin/utxo/`)? Elsewhere the path names a library:
+    /// `use bitcoin::Transaction` in `src/sweep.rs` imports the `bitcoin` crate's, whatever
+    /// modules the crate's root declares.
+    pub fn in_scope_module(&self, file: u32, head: &str) -> bool {
+        if matches!(head, "crate" | "self" | "super") || self.packages.contains(head) {
+            return true;
+        }
+        if self
+            .inline_mods
+            .get(file as usize)
+            .is_some_and(|mods| mods.iter().any(|(m, _)| m == head))
+        {
+            return true;
+        }
+        let path = self.paths.get(file as usize).copied().unwrap_or("");
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let sep = if dir.is_empty() { "" } else { "/" };
+        // The directory that holds the file's child modules.
+        let children = match name.strip_suffix(".rs") {
+            Some("lib" | "main" | "mod") | None => dir.to_string(),
+            Some(stem) => format!("{dir}{sep}{stem}"),
+        };
+        let sep = if children.is_empty() { "" } else { "/" };
+        let as_file = format!("{children}{sep}{head}.rs");
+        let as_dir = format!("{children}{sep}{head}/mod.rs");
+        self.paths.iter().any(|p| *p == as_file || *p == as_dir)
     }
 
     /// The package of file `file` (an index into the per-package tables).
