@@ -228,9 +228,16 @@ fn class_of_shape(
     // snapshot) writes nothing a rollback could take back.
     let reads_only = crate::kb::names::words(name.as_str())
         .any(|w| matches!(w.as_str(), "read" | "reader" | "readonly" | "snapshot"));
+    // The name's head noun (its last word) says what the value is: a `TransitionTransactionState`
+    // or a `TransactionId` is data about a transaction. Such a name is a transaction only as the
+    // crate's struct that holds one.
+    let head_noun = crate::kb::names::words(name.as_str())
+        .last()
+        .is_some_and(|w| matches!(w.as_str(), "transaction" | "tx" | "txn"));
     if (has(&lower, "transaction") || name == "Tx")
         && !can_begin
         && !reads_only
+        && (head_noun || wraps_db_transaction(name.as_str(), facts, 2))
         && is_db_transaction(full, name.as_str(), facts, package)
     {
         return Class::DbTx;
