@@ -586,6 +586,36 @@ impl<'a> RuleCx<'a> {
         covered(self.krate, self.id, 3, &mut Vec::new())
     }
 
+    /// Does this body run only once, as a program starts: every call of it in the crate is made
+    /// by `main` (or by a body itself only called so, a few calls up), from no loop, no closure
+    /// and no spawned task? Nothing else of the process runs beside it then: a startup migration, a
+    /// seed, a recovery pass before the server is up. A body the crate never calls, and a
+    /// routed handler, are not covered.
+    pub fn runs_once_at_startup(&self) -> bool {
+        fn covered(krate: &CrateView<'_>, id: BodyId, depth: u8, seen: &mut Vec<BodyId>) -> bool {
+            if depth == 0 || seen.contains(&id) {
+                return false;
+            }
+            seen.push(id);
+            let sites = krate.call_sites(id);
+            let all = !sites.is_empty()
+                && sites.iter().all(|&(caller, site)| {
+                    let cx = RuleCx::new(krate, caller);
+                    // A loop, or a closure handed to a scheduler or a router, runs it again.
+                    let repeated = cx
+                        .enclosing_regions(site)
+                        .any(|(_, r)| matches!(r, Region::Loop | Region::Closure { .. }));
+                    !cx.detached(site)
+                        && !repeated
+                        && (cx.body.ident == "main" && cx.body.self_ty.is_none()
+                            || covered(krate, caller, depth - 1, seen))
+                });
+            seen.pop();
+            all
+        }
+        !self.body.routed && covered(self.krate, self.id, 4, &mut Vec::new())
+    }
+
     /// Do the events `r` and `w` both run in one `SERIALIZABLE` transaction (set anywhere from
     /// its `BEGIN` on)? Conflicting transactions then abort instead of racing. A read before the
     /// transaction is not covered by it.

@@ -163,7 +163,10 @@ declare_rule! {
     /// held by every caller of the body in the crate (up to three calls up), counts as
     /// serialising the check, although a process-local lock does not exclude other processes; a
     /// guard handed out by a crate fn (`let _g = get_lock().await`, a pooled connection) does
-    /// not count.
+    /// not count. A body that runs once as the program starts (every call of it made by `main`,
+    /// a few calls up, from no loop, closure or spawned task) is not reported: nothing else of
+    /// the process runs beside it, although a second instance starting at the same moment, or
+    /// a process started by hand, does.
     pub(crate) static RULE = {
         name: "check-before-lock",
         level: Error,
@@ -270,8 +273,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(d);
         }
     }
-    // Every caller holds an exclusive lock over the call: runs of this body never overlap.
-    if !out[found..].is_empty() && cx.callers_hold_lock() {
+    // Every caller holds an exclusive lock over the call, or the body runs once as the program
+    // starts: runs of this body never overlap, nor race the rest of the process.
+    if !out[found..].is_empty() && (cx.callers_hold_lock() || cx.runs_once_at_startup()) {
         out.truncate(found);
     }
 }
