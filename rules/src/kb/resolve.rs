@@ -4,7 +4,7 @@
 //! guessed.
 
 use super::{Class, Classifier};
-use crate::apis::COMMON_METHODS;
+use crate::apis::{COMMON_METHODS, RESULT_ADAPTER_STEPS};
 use crate::facts::BodyId;
 use crate::ir::Call;
 use crate::name::Name;
@@ -50,7 +50,26 @@ impl Classifier<'_> {
         if out.is_empty() {
             return;
         }
+        // The one body the previous step runs, while it is known.
+        let mut prev = (out.len() == 1).then(|| out[0]);
         for step in call.steps.iter().skip(1) {
+            // A result adapter hands the value through (`.map_err(..)` between two steps).
+            if RESULT_ADAPTER_STEPS.contains(&step.name.as_str()) {
+                continue;
+            }
+            // The previous step's declared type names the method's owner: `CrateOwner::
+            // from_invite(&inv).insert(conn)` runs `CrateOwner::insert`, however common the name.
+            let typed = prev
+                .and_then(|p| self.returned_struct(p, false))
+                .map(|ty| self.facts.methods(ty, &step.name))
+                .filter(|m| m.len() == 1);
+            if let Some(m) = typed {
+                if !out.contains(&m[0]) {
+                    out.push(m[0]);
+                }
+                prev = Some(m[0]);
+                continue;
+            }
             match self.facts.methods_named.get(step.name.as_str()) {
                 Some(c)
                     if c.len() == 1
@@ -60,6 +79,7 @@ impl Classifier<'_> {
                     if !out.contains(&c[0]) {
                         out.push(c[0]);
                     }
+                    prev = Some(c[0]);
                 }
                 _ => break,
             }

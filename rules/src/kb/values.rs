@@ -224,6 +224,14 @@ impl Classifier<'_> {
         let [id] = callees[..] else {
             return None;
         };
+        self.returned_struct(id, element)
+            .map(|ty| Class::User(Name::new(ty)))
+    }
+
+    /// The crate struct that body `id` declares it returns, through `Result`, `Option` and the
+    /// like (`-> QueryResult<Self>` in `impl CrateOwner` gives `CrateOwner`); with `element`, one
+    /// element of a collection it returns. A library's type of the same name is not it.
+    pub(super) fn returned_struct(&self, id: BodyId, element: bool) -> Option<&str> {
         let body = self.facts.body(id);
         let (full, ty) = body
             .ret
@@ -241,10 +249,7 @@ impl Classifier<'_> {
         } else {
             ty
         };
-        self.facts
-            .structs
-            .contains_key(ty)
-            .then(|| Class::User(Name::new(ty)))
+        self.facts.structs.contains_key(ty).then_some(ty)
     }
 
     /// Is `name` a result adapter of the crate's own: every crate method so named is implemented
