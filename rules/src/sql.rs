@@ -928,7 +928,7 @@ mod tests {
                 ("status".into(), SqlValue::Literal("running".into())),
                 ("locked_by".into(), SqlValue::Param("$2".into())),
                 ("locked_until".into(), SqlValue::Expr),
-                ("tries".into(), SqlValue::Expr),
+                ("tries".into(), SqlValue::Relative),
                 ("started_at".into(), SqlValue::Now),
             ]
         );
