@@ -54,6 +54,11 @@ pub(crate) struct Assigned {
     pub value: AssignedValue,
 }
 
+/// The pseudo-column of a model a body was handed and saves (`fn update_payment(p:
+/// payment::ActiveModel)`): its value is that parameter, and each call gives it the fields the
+/// caller set on its argument (see [`crate::summary::pass_arguments`]). No column is so named.
+pub(crate) const CALLER_FIELDS: &str = "#caller-fields";
+
 /// What a write sets a column to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AssignedValue {

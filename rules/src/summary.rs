@@ -5,11 +5,13 @@
 
 use crate::apis::GUARD_RETURN_WORDS;
 use crate::effects::{
-    AllBodyEffects, AssignedValue, BodyEffects, CallSiteEffects, Effect, EffectKind,
+    AllBodyEffects, Assigned, AssignedValue, BodyEffects, CALLER_FIELDS, CallSiteEffects, Effect,
+    EffectKind,
 };
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
 use crate::ir::{Body, Call, EventKind};
+use crate::name::Name;
 use crate::par::par_map;
 
 /// One effect a body has when called, with its evidence.
@@ -242,7 +244,7 @@ pub(crate) fn summarize(
                     if ok {
                         let mut effect = e.effect.clone();
                         if let EventKind::Call(call) = &body.events[*i as usize].kind {
-                            pass_arguments(&mut effect, bodies[c], body, call);
+                            pass_arguments(&mut effect, bodies[c], body, *i as usize, call);
                             // Passed in here: this body's own call site shows it, not its
                             // callers'.
                             effect.passed = false;
@@ -367,7 +369,7 @@ pub(crate) fn widen(
                     let mut e = e.clone();
                     e.via = Some(*c);
                     if let EventKind::Call(call) = &body.events[i].kind {
-                        pass_arguments(&mut e, bodies[c], body, call);
+                        pass_arguments(&mut e, bodies[c], body, i, call);
                     }
                     match replaces {
                         Some(p) => gained[at + p] = (i as u32, e),
@@ -386,7 +388,7 @@ pub(crate) fn widen(
 /// (`update_state(id, State::Running)`), or the caller's own parameter, for the caller's
 /// callers. Arguments count from the callee's first parameter, `self` included for a path
 /// call (`Self::update(self, ..)`, `Type::update(conn, ..)`), after it for a method call.
-pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, call: &Call) {
+pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, at: usize, call: &Call) {
     if !e
         .sets
         .iter()
@@ -401,7 +403,40 @@ pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, call:
         call.func.is_empty() && callee.params.first().is_some_and(|(n, _)| n == "self"),
     );
     let mut sets = e.sets.to_vec();
+    // The model handed in takes the fields the caller set on its argument (`p.status =
+    // Set(Failed)` before `db.update_payment(p)`), or stays the caller's parameter's.
+    if let Some(marker) = sets.iter().position(|a| a.column == CALLER_FIELDS)
+        && let AssignedValue::Param(k) = sets[marker].value
+    {
+        sets.remove(marker);
+        let arg = (k as usize)
+            .checked_sub(skip)
+            .and_then(|i| step.args.get(i))
+            .and_then(|a| match (a.paths.as_slice(), a.calls().is_empty()) {
+                ([one], true) => Some(one),
+                _ => None,
+            });
+        if let Some(local) = arg {
+            let set_by_caller = caller_model_fields(caller, at, local);
+            if set_by_caller.is_empty() {
+                if let AssignedValue::Param(j) = AssignedValue::param_of(caller, local) {
+                    sets.push(Assigned {
+                        column: Name::new(CALLER_FIELDS),
+                        value: AssignedValue::Param(j),
+                    });
+                }
+            } else {
+                for a in set_by_caller {
+                    sets.retain(|s| s.column != a.column);
+                    sets.push(a);
+                }
+            }
+        }
+    }
     for a in &mut sets {
+        if a.column == CALLER_FIELDS {
+            continue;
+        }
         let AssignedValue::Param(k) = a.value else {
             continue;
         };
@@ -421,6 +456,39 @@ pub(crate) fn pass_arguments(e: &mut Effect, callee: &Body, caller: &Body, call:
         };
     }
     e.sets = sets.into();
+}
+
+/// The fields `caller` assigns on its local `local` (`local.status = Set(Status::Failed)`)
+/// before its event `at`, since the local was last bound: the last assignment of each.
+fn caller_model_fields(caller: &Body, at: usize, local: &str) -> Vec<Assigned> {
+    let mut out: Vec<Assigned> = Vec::new();
+    for ev in caller.events.iter().take(at) {
+        let a = match &ev.kind {
+            EventKind::Assign(a) => a,
+            EventKind::Bind(b) if b.names.iter().any(|n| n == local) => {
+                out.clear();
+                continue;
+            }
+            _ => continue,
+        };
+        let Some(field) = a
+            .target
+            .strip_prefix(local)
+            .and_then(|r| r.strip_prefix('.'))
+            .filter(|f| !f.contains('.'))
+        else {
+            continue;
+        };
+        out.retain(|s| s.column != field);
+        out.push(Assigned {
+            column: Name::new(field),
+            value: a
+                .value
+                .clone()
+                .map_or(AssignedValue::Unknown, AssignedValue::Const),
+        });
+    }
+    out
 }
 
 /// Whether the result of call event `call` is bound to a local (a guard or a transaction

@@ -104,6 +104,22 @@ pub fn classify_body(
         if library_typed(facts, file, ty) {
             cx.library_locals.push(name.clone());
         }
+        // A sea-orm model handed in (`payment: payment::ActiveModel`): its module's table, and
+        // the fields its caller set on it (given at each call: `CALLER_FIELDS`).
+        if let Some(module) = ty
+            .iter()
+            .find_map(|t| t.strip_suffix("::ActiveModel"))
+            .map(|m| m.rsplit(':').next().unwrap_or(m))
+        {
+            cx.local_modules.insert(name.clone(), Name::new(module));
+            cx.model_sets.insert(
+                name.clone(),
+                vec![Assigned {
+                    column: Name::new(crate::effects::CALLER_FIELDS),
+                    value: AssignedValue::param_of(body, name),
+                }],
+            );
+        }
         cx.env.insert(name.clone(), class);
     }
     let n = body.events.len();
