@@ -227,14 +227,7 @@ fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         "a failed handling of the message is only logged, and the handler answers as if done"
             .to_string();
     let mut d = cx.diag(&RULE, r, message);
-    d.primary_label = Some(match work.via {
-        Some(helper) => format!(
-            "the handling is this call (`{}` {})",
-            cx.krate.body(helper).name(),
-            work.what
-        ),
-        None => format!("the handling is this call ({})", work.what),
-    });
+    d.primary_label = Some(this_call(cx, "the handling", work));
     d.labels.push(cx.label(
         b,
         "its failure is swallowed here (no error status, nack, requeue or recorded failure)",
@@ -396,17 +389,8 @@ fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, remote: &Effect) ->
         "a failed remote call is only logged, then its work item is consumed as done".to_string();
     let mut d = cx.diag(&RULE, c, message);
     d.primary_label = Some("the work item is consumed here although its work failed".to_string());
-    d.labels.push(cx.label(
-        r,
-        match remote.via {
-            Some(helper) => format!(
-                "the work is this call (`{}` {})",
-                cx.krate.body(helper).name(),
-                remote.what
-            ),
-            None => format!("the work is this call ({})", remote.what),
-        },
-    ));
+    d.labels
+        .push(cx.label(r, this_call(cx, "the work", remote)));
     d.labels.push(cx.label(
         b,
         "its failure is swallowed here (no error, nack, requeue or recorded failure)",
@@ -417,6 +401,19 @@ fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, remote: &Effect) ->
             .to_string(),
     );
     d
+}
+
+/// "`what` is this call (`helper` sends an HTTP request)": the label on a call, naming the
+/// crate fn the effect comes through.
+fn this_call(cx: &RuleCx<'_>, what: &str, e: &Effect) -> String {
+    match e.via {
+        Some(helper) => format!(
+            "{what} is this call (`{}` {})",
+            cx.krate.body(helper).name(),
+            e.what
+        ),
+        None => format!("{what} is this call ({})", e.what),
+    }
 }
 
 fn report(cx: &RuleCx<'_>, r: u32, b: u32, e: &Effect) -> Diagnostic {

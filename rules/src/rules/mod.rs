@@ -409,6 +409,13 @@ impl Callers {
     }
 }
 
+/// What a call site says of a question about every call of a body (see `RuleCx::every_call`).
+enum Site {
+    Covers,
+    Fails,
+    AskCallers,
+}
+
 /// One body under check: its trace, its effects, and the shared questions about them
 /// (computed on first use).
 pub(crate) struct RuleCx<'a> {
@@ -567,23 +574,15 @@ impl<'a> RuleCx<'a> {
     /// never overlap within the process: `update_nags` holding a process-wide mutex over the
     /// command handlers it dispatches to. A body the crate never calls is not covered.
     pub fn callers_hold_lock(&self) -> bool {
-        fn covered(krate: &CrateView<'_>, id: BodyId, depth: u8, seen: &mut Vec<BodyId>) -> bool {
-            if depth == 0 || seen.contains(&id) {
-                return false;
+        self.every_call(3, &|cx, site| {
+            if cx.detached(site) {
+                Site::Fails
+            } else if cx.state(site).locks.iter().any(|l| cx.exclusive(l.event)) {
+                Site::Covers
+            } else {
+                Site::AskCallers
             }
-            seen.push(id);
-            let sites = krate.call_sites(id);
-            let all = !sites.is_empty()
-                && sites.iter().all(|&(caller, site)| {
-                    let cx = RuleCx::new(krate, caller);
-                    !cx.detached(site)
-                        && (cx.state(site).locks.iter().any(|l| cx.exclusive(l.event))
-                            || covered(krate, caller, depth - 1, seen))
-                });
-            seen.pop();
-            all
-        }
-        covered(self.krate, self.id, 3, &mut Vec::new())
+        })
     }
 
     /// Does this body run only once, as a program starts: every call of it in the crate is made
@@ -592,7 +591,33 @@ impl<'a> RuleCx<'a> {
     /// seed, a recovery pass before the server is up. A body the crate never calls, and a
     /// routed handler, are not covered.
     pub fn runs_once_at_startup(&self) -> bool {
-        fn covered(krate: &CrateView<'_>, id: BodyId, depth: u8, seen: &mut Vec<BodyId>) -> bool {
+        !self.body.routed
+            && self.every_call(4, &|cx, site| {
+                // A loop, or a closure handed to a scheduler or a router, runs it again.
+                let repeated = cx
+                    .enclosing_regions(site)
+                    .any(|(_, r)| matches!(r, Region::Loop | Region::Closure { .. }));
+                if cx.detached(site) || repeated {
+                    Site::Fails
+                } else if cx.body.ident == "main" && cx.body.self_ty.is_none() {
+                    Site::Covers
+                } else {
+                    Site::AskCallers
+                }
+            })
+    }
+
+    /// Does every call of this body in the crate pass `judge` at its site, where a site that
+    /// asks its callers passes when every call of its own body does, up to `depth` calls up? A
+    /// body the crate never calls does not pass.
+    fn every_call(&self, depth: u8, judge: &dyn Fn(&RuleCx<'_>, u32) -> Site) -> bool {
+        fn covered(
+            krate: &CrateView<'_>,
+            id: BodyId,
+            depth: u8,
+            judge: &dyn Fn(&RuleCx<'_>, u32) -> Site,
+            seen: &mut Vec<BodyId>,
+        ) -> bool {
             if depth == 0 || seen.contains(&id) {
                 return false;
             }
@@ -601,19 +626,16 @@ impl<'a> RuleCx<'a> {
             let all = !sites.is_empty()
                 && sites.iter().all(|&(caller, site)| {
                     let cx = RuleCx::new(krate, caller);
-                    // A loop, or a closure handed to a scheduler or a router, runs it again.
-                    let repeated = cx
-                        .enclosing_regions(site)
-                        .any(|(_, r)| matches!(r, Region::Loop | Region::Closure { .. }));
-                    !cx.detached(site)
-                        && !repeated
-                        && (cx.body.ident == "main" && cx.body.self_ty.is_none()
-                            || covered(krate, caller, depth - 1, seen))
+                    match judge(&cx, site) {
+                        Site::Covers => true,
+                        Site::Fails => false,
+                        Site::AskCallers => covered(krate, caller, depth - 1, judge, seen),
+                    }
                 });
             seen.pop();
             all
         }
-        !self.body.routed && covered(self.krate, self.id, 4, &mut Vec::new())
+        covered(self.krate, self.id, depth, judge, &mut Vec::new())
     }
 
     /// Do the events `r` and `w` both run in one `SERIALIZABLE` transaction (set anywhere from
