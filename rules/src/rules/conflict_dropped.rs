@@ -93,7 +93,8 @@ declare_rule! {
     };
 }
 
-/// A lock taken or claimed, or a remote call (whose failure may be swallowed).
+/// A lock taken or claimed, a remote call (whose failure may be swallowed), or a write (a
+/// handler's handling).
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     k.has(EffectKind::Claim)
