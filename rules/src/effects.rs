@@ -54,6 +54,17 @@ pub(crate) struct Assigned {
     pub value: AssignedValue,
 }
 
+/// Records a field assignment of a model (`model.status = Set(Status::Paid)`) among the fields
+/// pending on it: the assignment's constant, or an unknown value; a later assignment of the
+/// same field replaces an earlier one.
+pub(crate) fn set_field(sets: &mut Vec<Assigned>, field: &str, value: Option<&Name>) {
+    sets.retain(|s| s.column != field);
+    sets.push(Assigned {
+        column: Name::new(field),
+        value: value.map_or(AssignedValue::Unknown, |v| AssignedValue::Const(v.clone())),
+    });
+}
+
 /// The pseudo-column of a model a body was handed and saves (`fn update_payment(p:
 /// payment::ActiveModel)`): its value is that parameter, and each call gives it the fields the
 /// caller set on its argument (see [`crate::summary::pass_arguments`]). No column is so named.

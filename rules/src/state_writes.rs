@@ -31,9 +31,10 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
 
 /// A flag set with a change made relative to the row's own value in the same statement (`SET
 /// is_admitted = TRUE, balance = balance - $1`): the flag marks a step that must happen once,
-/// and the change rides on it. A write that moves no state column otherwise moves this one.
+/// and the change rides on it. Asked of a write that moves no state column ([`moved_state`]
+/// is `None`): such a write moves this one.
 pub(crate) fn flag_with_change(e: &Effect) -> Option<&Assigned> {
-    if moved_state(e).is_some() || !changes_relatively(e) {
+    if !changes_relatively(e) {
         return None;
     }
     e.sets

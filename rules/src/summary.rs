@@ -6,7 +6,7 @@
 use crate::apis::GUARD_RETURN_WORDS;
 use crate::effects::{
     AllBodyEffects, Assigned, AssignedValue, BodyEffects, CALLER_FIELDS, CallSiteEffects, Effect,
-    EffectKind,
+    EffectKind, set_field,
 };
 use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashSet;
@@ -479,14 +479,7 @@ fn caller_model_fields(caller: &Body, at: usize, local: &str) -> Vec<Assigned> {
         else {
             continue;
         };
-        out.retain(|s| s.column != field);
-        out.push(Assigned {
-            column: Name::new(field),
-            value: a
-                .value
-                .clone()
-                .map_or(AssignedValue::Unknown, AssignedValue::Const),
-        });
+        set_field(&mut out, field, a.value.as_ref());
     }
     out
 }

@@ -322,14 +322,7 @@ pub fn classify_body(
                     && !field.contains('.')
                 {
                     let sets = cx.model_sets.entry(Name::new(local)).or_default();
-                    sets.retain(|s| s.column != field);
-                    sets.push(Assigned {
-                        column: Name::new(field),
-                        value: a
-                            .value
-                            .clone()
-                            .map_or(AssignedValue::Unknown, AssignedValue::Const),
-                    });
+                    crate::effects::set_field(sets, field, a.value.as_ref());
                 }
             }
             _ => {}

@@ -390,12 +390,7 @@ fn unfenced(
     w: u32,
     x: &Effect,
 ) -> bool {
-    let writes = match x.kind {
-        EffectKind::Remote => true,
-        EffectKind::Write | EffectKind::Claim => !x.in_memory,
-        _ => false,
-    };
-    if !writes || is_lease(x) || x.where_cols.iter().any(|c| is_fencing_column(c)) {
+    if !writes_unfenced(x) {
         return false;
     }
     // The lock key itself (its release or extension) and its keys (`lock:report:fence`, the
@@ -430,6 +425,17 @@ fn unfenced(
     true
 }
 
+/// Is `x` a write to a store or a call to another service (not the lease itself) whose filter
+/// holds no fencing column?
+fn writes_unfenced(x: &Effect) -> bool {
+    let writes = match x.kind {
+        EffectKind::Remote => true,
+        EffectKind::Write | EffectKind::Claim => !x.in_memory,
+        _ => false,
+    };
+    writes && !is_lease(x) && !x.where_cols.iter().any(|c| is_fencing_column(c))
+}
+
 /// Where event `w` calls an operation the body was handed (`op(proof).await`, a parameter
 /// called) with no token among its arguments, a call site in the crate whose operation (the
 /// closure it hands in) writes or calls another service: the caller's first such effect.
@@ -458,16 +464,7 @@ fn operation_run<'a>(
             at.closures_of(site).into_iter().find_map(|(start, end)| {
                 (start..end).find_map(|i| {
                     at.effs(i)
-                        .find(|x| {
-                            let writes = match x.kind {
-                                EffectKind::Remote => true,
-                                EffectKind::Write | EffectKind::Claim => !x.in_memory,
-                                _ => false,
-                            };
-                            writes
-                                && !is_lease(x)
-                                && !x.where_cols.iter().any(|c| is_fencing_column(c))
-                        })
+                        .find(|x| writes_unfenced(x))
                         .map(|x| (caller, i, x))
                 })
             })
