@@ -14,13 +14,7 @@ use crate::rules::RuleCx;
 /// The state column an update moves: a write that changes existing rows it picks, and sets a
 /// column named like a state or to a state-like value.
 pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
-    if e.kind != EffectKind::Write
-        || e.insert
-        || e.delete
-        || e.in_memory
-        || !e.filtered
-        || e.table.is_none()
-    {
+    if !updates_rows(e) {
         return None;
     }
     e.sets.iter().find(|a| {
@@ -34,12 +28,23 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
 /// and the change rides on it. Asked of a write that moves no state column ([`moved_state`]
 /// is `None`): such a write moves this one.
 pub(crate) fn flag_with_change(e: &Effect) -> Option<&Assigned> {
-    if !changes_relatively(e) {
+    if !updates_rows(e) || !changes_relatively(e) {
         return None;
     }
     e.sets
         .iter()
         .find(|a| matches!(&a.value, AssignedValue::Const(v) if v == "true" || v == "false"))
+}
+
+/// A write that changes existing rows of a known table it picks (not an insert, a delete, an
+/// in-memory write or a statement over the whole table).
+fn updates_rows(e: &Effect) -> bool {
+    e.kind == EffectKind::Write
+        && !e.insert
+        && !e.delete
+        && !e.in_memory
+        && e.filtered
+        && e.table.is_some()
 }
 
 /// Does the statement change a column relative to its own value (`balance = balance - $1`)?
