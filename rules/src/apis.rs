@@ -118,8 +118,12 @@ trigger_lists! {
     ];
     /// `AsyncCommands` / `Commands` methods that read.
     REDIS_READ_METHODS = [
-        "get", "exists", "hget", "hgetall", "mget", "sismember", "ttl", "hexists",
+        "get", "exists", "hget", "hgetall", "mget", "sismember", "ttl", "hexists", "lrange",
+        "lindex", "lpop", "rpop",
     ];
+    /// `AsyncCommands` methods that move an entry between lists (see
+    /// [`REDIS_LIST_MOVE_COMMANDS`]).
+    REDIS_LIST_MOVE_METHODS = ["rpoplpush", "brpoplpush", "lmove", "blmove"];
     // --- Remote calls (reqwest, hyper, tonic, aws-sdk, lapin, rdkafka, NATS) ---
     /// Steps that send a request: `.send()` of reqwest and aws-sdk builders and broker
     /// producers, blocking clients' `send_*` (only a trigger: the classifier reads the shape
@@ -828,6 +832,10 @@ pub(crate) const REDIS_WRITE_COMMANDS: &[&str] = &[
     "DEL", "GETDEL", "UNLINK", "HDEL", "SET", "HSET", "INCR", "DECR", "INCRBY", "EXPIRE", "LPUSH",
     "RPUSH", "SADD", "SREM", "ZADD", "MSET",
 ];
+/// Commands that move an entry from one list to another (`BRPOPLPUSH queue processing 0`): the
+/// reliable-queue claim, whose entry stays in the second list until someone takes it out.
+pub(crate) const REDIS_LIST_MOVE_COMMANDS: &[&str] =
+    &["RPOPLPUSH", "BRPOPLPUSH", "LMOVE", "BLMOVE"];
 pub(crate) const REDIS_READ_COMMANDS: &[&str] = &[
     "GET",
     "EXISTS",
@@ -836,6 +844,10 @@ pub(crate) const REDIS_READ_COMMANDS: &[&str] = &[
     "MGET",
     "SISMEMBER",
     "TTL",
+    "LRANGE",
+    "LINDEX",
+    "LPOP",
+    "RPOP",
 ];
 /// Redis steps whose integer literal arguments lowering keeps (`expire(&key, 300)`,
 /// `.arg(300)`): fixes that move an expiry into the claim need its text.

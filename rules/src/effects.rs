@@ -121,7 +121,7 @@ pub(crate) struct Effect {
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
     /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`],
-    /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`]).
+    /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`], [`Effect::list_move`]).
     marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
@@ -276,6 +276,16 @@ impl Effect {
         self.mark(Self::CONFLICT_SETS, on);
     }
 
+    /// A Redis move of an entry from one list to another (`BRPOPLPUSH`, `LMOVE`): `table` is
+    /// the list it puts the entry in, `where_cols` holds the one it takes it from.
+    pub fn list_move(&self) -> bool {
+        self.marks & Self::LIST_MOVE != 0
+    }
+
+    pub fn set_list_move(&mut self, on: bool) {
+        self.mark(Self::LIST_MOVE, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -288,6 +298,7 @@ impl Effect {
     const READ_ONLY: u8 = 2;
     const CTE_WRITE: u8 = 4;
     const CONFLICT_SETS: u8 = 8;
+    const LIST_MOVE: u8 = 16;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

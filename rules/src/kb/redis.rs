@@ -5,8 +5,9 @@ use super::names::is_token_name;
 use super::{Class, Classifier};
 use crate::apis::{
     REDIS_CHAIN_STEPS, REDIS_CLAIM_COMMANDS, REDIS_CLAIM_METHODS, REDIS_COMMAND_FNS,
-    REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_READ_COMMANDS, REDIS_READ_METHODS,
-    REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS, REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
+    REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_LIST_MOVE_COMMANDS, REDIS_LIST_MOVE_METHODS,
+    REDIS_READ_COMMANDS, REDIS_READ_METHODS, REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS,
+    REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
@@ -57,6 +58,11 @@ pub(super) fn classify(
         let key = key_of(cx, call, 1);
         let token = key.as_deref().is_some_and(is_token_name);
         let names: Vec<&str> = cmds.iter().map(|(c, _)| c.as_str()).collect();
+        if let [name] = names[..] {
+            if REDIS_LIST_MOVE_COMMANDS.contains(&name) && call.steps.get(2)?.name == "arg" {
+                return Some(list_move(name, key?, key_of(cx, call, 2)?));
+            }
+        }
         let eff = if names.iter().any(|c| REDIS_CLAIM_COMMANDS.contains(c))
             || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
             || (atomic && names.len() > 1)
@@ -102,6 +108,11 @@ pub(super) fn classify(
     if !is_redis {
         return None;
     }
+    if REDIS_LIST_MOVE_METHODS.contains(&name) {
+        let from = key_of(cx, call, 0)?;
+        let to = cx.arg_strs(step.args.get(1)?).into_iter().next()?;
+        return Some(list_move(&name.to_ascii_uppercase(), from, to));
+    }
     // `set_options` claims only with an `NX` argument; otherwise it is a plain write.
     let kind = if REDIS_CLAIM_METHODS.contains(&name) && (name != "set_options" || has_nx(step)) {
         EffectKind::Claim
@@ -141,6 +152,20 @@ pub(super) fn classify(
         e.expires = matches!(name, "set_ex" | "pset_ex");
     }
     Some(e)
+}
+
+/// A move of an entry from list `from` to list `to` (`BRPOPLPUSH queue processing 0`): a write
+/// of `to` (its table) that takes from `from` (its one filter "column"), marked as a list move.
+fn list_move(name: &str, from: Name, to: Name) -> Effect {
+    let mut e = Effect::new(
+        EffectKind::Write,
+        format!("runs redis `{name}` into `{to}`"),
+    );
+    e.kv = true;
+    e.set_list_move(true);
+    e.where_cols = [from].into();
+    e.table = Some(to);
+    e
 }
 
 /// A namespaced cache or key-value client, awaited: the first argument names the namespace

@@ -108,6 +108,9 @@ pub(crate) struct TableColumns {
 }
 
 /// What the whole crate knows, shared by every body's check.
+/// The "column" a reaper of a Redis list's entries reads (see [`CrateView::reaps`]).
+pub(crate) const LIST_ENTRIES: &str = "#list-entries";
+
 pub(crate) struct CrateView<'a> {
     pub paths: Vec<&'a str>,
     pub lines: Vec<&'a Lines>,
@@ -174,11 +177,25 @@ impl<'a> CrateView<'a> {
 
     /// Whether the crate has a reaper for claims of `column` in `table`: a statement that
     /// updates or deletes rows of that table filtered on a time column (`heartbeat_at <
-    /// now() - ..`) and on no key, and on the claimed column or setting it.
+    /// now() - ..`) and on no key, and on the claimed column or setting it. For a Redis list
+    /// (`column` [`LIST_ENTRIES`]): a command that reads or takes its entries.
     pub fn reaps(&self, table: &str, column: &str) -> bool {
         let reapers = self.reapers.get_or_init(|| {
             let mut out = Vec::new();
             for e in self.direct_effects() {
+                // A Redis list read or taken from (`LRANGE processing 0 -1`, `RPOPLPUSH
+                // processing queue`): its entries are not left there for ever.
+                if e.kv {
+                    let from = if e.list_move() {
+                        e.where_cols.first()
+                    } else {
+                        e.table.as_ref().filter(|_| e.kind == EffectKind::Read)
+                    };
+                    if let Some(list) = from {
+                        out.push((list.clone(), Name::new(LIST_ENTRIES)));
+                    }
+                    continue;
+                }
                 // A sweep over many rows by age: no key in the filter, a time in it.
                 if e.kind != EffectKind::Write
                     || e.insert

@@ -2,7 +2,7 @@
 //! LOCKED / .., or a `locked` flag) with no lease expiry and no owner written with it, and no
 //! reaper in the crate that frees stale claims.
 
-use super::RuleCx;
+use super::{LIST_ENTRIES, RuleCx};
 use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
@@ -26,6 +26,11 @@ declare_rule! {
     /// And a Redis claim made with no expiry — `SETNX` (`set_nx`, `cmd("SETNX")`) or `SET ..
     /// NX` with no `EX` / `PX` — whose expiry a later command of the same function sets on the
     /// same key (`EXPIRE`, `PEXPIRE`).
+    ///
+    /// And a Redis reliable-queue claim — an entry moved from a queue into a processing list
+    /// (`BRPOPLPUSH`, `RPOPLPUSH`, `LMOVE`, `BLMOVE`, as a command or a method) — when nothing
+    /// in the crate reads that list or takes entries from it (`LRANGE`, `LINDEX`, a pop, a move
+    /// out of it): only the worker's own `LREM` ever removes an entry.
     ///
     /// `RUNNING`, `STARTED` and `LOCKED` count on a table of work (jobs, tasks, builds, runs, a
     /// queue): elsewhere they describe a resting state (a server that is up, funds locked in
@@ -59,6 +64,11 @@ declare_rule! {
     /// t0  worker A: SETNX lock:export 1        -> claimed
     /// t1  A's process is killed before its EXPIRE lock:export 60
     /// t2  lock:export never expires; every later export finds it taken   <- stuck for ever
+    ///
+    /// or, a reliable queue whose processing list nobody reads:
+    /// t0  worker A: BRPOPLPUSH jobs jobs:processing 0   -> job 7, now held in jobs:processing
+    /// t1  A's process is killed before its LREM jobs:processing 1 <job 7>
+    /// t2  job 7 stays in jobs:processing; no worker ever sees it again   <- never run
     /// ```
     ///
     /// ### Example
@@ -105,7 +115,10 @@ declare_rule! {
     /// computed elsewhere and passed as a variable is not seen, nor one passed through sync
     /// code that makes no database call of its own (its arguments are not kept). A Redis claim
     /// and its `EXPIRE` are paired only in one function and on the same key expression, and
-    /// the fix is offered only for an expiry written as an integer literal. Expiry and owner columns are recognised
+    /// the fix is offered only for an expiry written as an integer literal. A processing list
+    /// is matched to its readers by the key's visible text (a literal, a constant, a
+    /// `format!` pattern): a list read through a key built differently, or by another service,
+    /// counts as never read. Expiry and owner columns are recognised
     /// by name, and so is a reaper's time column; a reaper in another service (a cron job, a
     /// database trigger) is not seen.
     pub(crate) static RULE = {
@@ -117,14 +130,14 @@ declare_rule! {
     };
 }
 
-/// A write that claims a record, or a Redis claim.
+/// A write that claims a record, a Redis claim, or a move into a Redis list.
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     (k.has(EffectKind::Write) || k.has(EffectKind::Claim))
         && cx
             .effects()
             .any_order()
-            .any(|e| claimed(e).is_some() || e.kind == EffectKind::Claim && e.kv)
+            .any(|e| claimed(e).is_some() || e.kind == EffectKind::Claim && e.kv || e.list_move())
 }
 
 /// The column a write claims a record with: a state column set to an in-progress value, or a
@@ -150,6 +163,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     expiry_set_later(cx, out);
+    list_claims(cx, out);
     for w in 0..cx.body.events.len() as u32 {
         for e in cx.effs(w) {
             // A claim made in a helper is reported in the helper, unless the in-progress value
@@ -188,6 +202,34 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             }
             out.push(report(cx, w, e, claim, expiry, owner));
         }
+    }
+}
+
+/// A Redis reliable-queue claim (`BRPOPLPUSH queue processing 0`, `LMOVE`) into a list that
+/// nothing in the crate reads or takes entries from: the entry of a worker that dies before
+/// its `LREM` stays in the processing list for ever, and the job is never run.
+fn list_claims(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    for w in 0..cx.body.events.len() as u32 {
+        let Some(e) = cx.effs(w).find(|e| e.list_move() && e.via.is_none()) else {
+            continue;
+        };
+        let (Some(to), Some(from)) = (e.table.as_deref(), e.where_cols.first()) else {
+            continue;
+        };
+        if to == from.as_str() || cx.krate.reaps(to, LIST_ENTRIES) {
+            continue;
+        }
+        let mut d = cx.diag(
+            &RULE,
+            w,
+            format!("entries moved from `{from}` into `{to}` are held there with no way back"),
+        );
+        d.primary_label = Some(format!("claimed into `{to}` here"));
+        d.notes.push(format!("nothing in the crate reads `{to}` or moves its entries back: the entry of a worker that dies before removing it stays there for ever, and its job never runs"));
+        d.help = Some(format!(
+            "recover stale entries: a sweeper that takes entries of `{to}` older than a deadline back to `{from}` (store the claim time with the entry), or use a queue with visibility timeouts (Redis streams with `XAUTOCLAIM`)"
+        ));
+        out.push(d);
     }
 }
 
