@@ -693,6 +693,11 @@ pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
     let lookup_is_test = t.calls.contains(&r)
         && matches!(&cx.body.events[r as usize].kind, EventKind::Call(call)
             if !call.all_args().any(|a| a.closure));
+    // The lookup answers only whether it is there (`let known = map.contains_key(&k)`), and
+    // that answer is tested.
+    let answers_presence = matches!(&cx.body.events[r as usize].kind, EventKind::Call(call)
+        if call.steps.last().is_some_and(|s| matches!(s.name.as_str(),
+            "contains" | "contains_key" | "is_some" | "is_none" | "is_empty" | "exists")));
     // `found.is_none()`, `rows.is_empty()`, `found == None`: a presence test when the read's
     // answer is whether rows were found.
     // (`found != Some(x)` compares a value: `Some` asks only as a method or a pattern.)
@@ -702,6 +707,7 @@ pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
         }) && finds_rows(cx, r)
     };
     let asks = lookup_is_test
+        || answers_presence
         || t.pats.iter().flatten().any(|v| v == "Some" || v == "None")
         || asks_variant();
     only_presence && asks
