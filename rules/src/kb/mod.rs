@@ -270,6 +270,8 @@ pub fn classify_body(
                     }
                     if let Some(sql) = b.sql() {
                         cx.sql_locals.insert(name.clone(), sql.clone());
+                    } else if let Some(sql) = b.calls.last().and_then(|&k| cx.built_sql(k)) {
+                        cx.sql_locals.insert(name.clone(), sql);
                     }
                     if !b.strs().is_empty() {
                         cx.str_locals.insert(name.clone(), b.strs().to_vec());

@@ -100,6 +100,19 @@ impl Classifier<'_> {
         out
     }
 
+    /// The SQL text a call event returns when it calls a free fn of the crate that only builds
+    /// SQL (`dml::fetch_jobs(schema)`; see `sql_builder` in lowering).
+    pub fn built_sql(&self, k: u32) -> Option<SqlInfo> {
+        match &self.body.events.get(k as usize)?.kind {
+            crate::ir::EventKind::Call(c)
+                if c.recv.is_empty() && c.steps.len() == 1 && !c.func.is_empty() =>
+            {
+                self.facts.sql_consts.get(c.func_last()).cloned()
+            }
+            _ => None,
+        }
+    }
+
     /// SQL reaching any argument of the call.
     pub fn call_sql(&self, call: &Call) -> Option<SqlInfo> {
         if let Some(s) = call.sql() {
@@ -109,6 +122,15 @@ impl Classifier<'_> {
             return Some(s.clone());
         }
         for a in call.all_args() {
+            // `query(&dml::fetch_jobs(schema))`: a builder called in place.
+            if let [built] = a.calls()
+                && let Some(s) = self
+                    .facts
+                    .sql_consts
+                    .get(built.rsplit("::").next().unwrap_or(built))
+            {
+                return Some(s.clone());
+            }
             for p in &a.paths {
                 if let Some(s) = self.sql_locals.get(p) {
                     return Some(s.clone());

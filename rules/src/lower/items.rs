@@ -61,6 +61,7 @@ impl ItemLowerer<'_, '_> {
                     f.sig.fn_token.span,
                     f.block.brace_token.span.close(),
                 );
+                self.sql_builder(&f.sig.ident, &f.block);
                 self.body(&f.attrs, &f.sig, &f.block, None, None, &[]);
             }
             Item::Impl(imp) => {
@@ -189,6 +190,26 @@ impl ItemLowerer<'_, '_> {
         }
         let _ = module;
         self.depth -= 1;
+    }
+
+    /// A free fn that only builds SQL text (`fn fetch_jobs(schema: &str) -> String {
+    /// format!("UPDATE {schema}.job SET ..") }`): its statement is known by the fn's name, like
+    /// a const's, wherever the text it returns is used (`query(&dml::fetch_jobs(s))`, a field
+    /// `fetch_jobs: dml::fetch_jobs(s)` read as `self.stmt.fetch_jobs`).
+    fn sql_builder(&mut self, ident: &syn::Ident, block: &syn::Block) {
+        let [syn::Stmt::Expr(e, None)] = block.stmts.as_slice() else {
+            return;
+        };
+        let syn::Expr::Macro(m) = e else { return };
+        let Some(name) = m.mac.path.segments.last() else {
+            return;
+        };
+        if name.ident != "format" {
+            return;
+        }
+        if let Some(info) = macros::first_literal(&m.mac.tokens).and_then(|t| sql::classify(&t)) {
+            self.out.facts.sql_consts.push((Name::display(ident), info));
+        }
     }
 
     fn konst(&mut self, ident: &syn::Ident, expr: &syn::Expr) {
