@@ -58,10 +58,16 @@ pub(super) fn classify(
         let key = key_of(cx, call, 1);
         let token = key.as_deref().is_some_and(is_token_name);
         let names: Vec<&str> = cmds.iter().map(|(c, _)| c.as_str()).collect();
-        if let [name] = names[..] {
-            if REDIS_LIST_MOVE_COMMANDS.contains(&name) && call.steps.get(2)?.name == "arg" {
-                return Some(list_move(name, key?, key_of(cx, call, 2)?));
-            }
+        // A list move names its two lists in its first two arguments.
+        if let [name] = names[..]
+            && REDIS_LIST_MOVE_COMMANDS.contains(&name)
+        {
+            let to = call
+                .steps
+                .get(2)
+                .filter(|s| s.name == "arg")
+                .and_then(|_| key_of(cx, call, 2));
+            return key.zip(to).map(|(from, to)| list_move(name, from, to));
         }
         let eff = if names.iter().any(|c| REDIS_CLAIM_COMMANDS.contains(c))
             || (names.contains(&"SET") && flags.iter().any(|f| f == "NX"))
