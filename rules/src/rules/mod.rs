@@ -107,10 +107,10 @@ pub(crate) struct TableColumns {
     opaque: bool,
 }
 
-/// What the whole crate knows, shared by every body's check.
 /// The "column" a reaper of a Redis list's entries reads (see [`CrateView::reaps`]).
 pub(crate) const LIST_ENTRIES: &str = "#list-entries";
 
+/// What the whole crate knows, shared by every body's check.
 pub(crate) struct CrateView<'a> {
     pub paths: Vec<&'a str>,
     pub lines: Vec<&'a Lines>,
