@@ -598,6 +598,17 @@ pub(crate) const AFTER_LOCK_NOISE: &[&str] = &[
     "unwrap_or_else",
 ];
 
+/// Lookups whose answer is only whether something is there (`map.contains_key(&k)`,
+/// `found.is_some()`, `rows.is_empty()`).
+pub(crate) const PRESENCE_ANSWERS: &[&str] = &[
+    "contains",
+    "contains_key",
+    "is_some",
+    "is_none",
+    "is_empty",
+    "exists",
+];
+
 /// Methods that read the value behind a guard (`guard.get(k)`, `m.lock().unwrap().len()`).
 pub(crate) const GUARDED_READS: &[&str] = &[
     "get",

@@ -107,10 +107,17 @@ impl Classifier<'_> {
             crate::ir::EventKind::Call(c)
                 if c.recv.is_empty() && c.steps.len() == 1 && !c.func.is_empty() =>
             {
-                self.facts.sql_consts.get(c.func_last()).cloned()
+                self.builder_sql(c.func_last())
             }
             _ => None,
         }
+    }
+
+    /// The SQL text the crate's SQL-building fn (or SQL const) `path` stands for, by its last
+    /// segment (`dml::fetch_jobs`).
+    fn builder_sql(&self, path: &str) -> Option<SqlInfo> {
+        let last = path.rsplit("::").next().unwrap_or(path);
+        self.facts.sql_consts.get(last).cloned()
     }
 
     /// SQL reaching any argument of the call.
@@ -124,12 +131,9 @@ impl Classifier<'_> {
         for a in call.all_args() {
             // `query(&dml::fetch_jobs(schema))`: a builder called in place.
             if let [built] = a.calls()
-                && let Some(s) = self
-                    .facts
-                    .sql_consts
-                    .get(built.rsplit("::").next().unwrap_or(built))
+                && let Some(s) = self.builder_sql(built)
             {
-                return Some(s.clone());
+                return Some(s);
             }
             for p in &a.paths {
                 if let Some(s) = self.sql_locals.get(p) {

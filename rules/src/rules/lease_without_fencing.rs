@@ -496,13 +496,11 @@ fn report_operation(
     d.primary_label = Some("the operation is called here with no fencing token".to_string());
     d.labels
         .push(cx.label(a, format!("the lease is taken here ({})", lease.what)));
-    let body = cx.krate.body(caller);
     d.notes.push(format!(
-        "`{}` hands in an operation that {} at {}:{}",
-        body.name(),
+        "`{}` hands in an operation that {} at {}",
+        cx.krate.body(caller).name(),
         x.what,
-        cx.krate.paths[caller.file as usize],
-        body.events[at as usize].sp.line
+        cx.krate.site(caller, at)
     ));
     d.help = Some(
         "hand the operation a fencing token taken with the lease (a number that grows with every holder) and make its writes check it, or run them in the transaction that holds the lock (`pg_advisory_xact_lock`); `#[staleguard::fenced(..)]` passes and checks the token"

@@ -157,6 +157,12 @@ impl<'a> CrateView<'a> {
         &self.bodies[id.file as usize][id.body as usize]
     }
 
+    /// Where event `ev` of body `id` is, as notes name it: `src/jobs.rs:42`.
+    pub fn site(&self, id: BodyId, ev: u32) -> String {
+        let line = self.body(id).events[ev as usize].sp.line;
+        format!("{}:{line}", self.paths[id.file as usize])
+    }
+
     /// A body's effects as rules see them (own, then gained at call sites).
     pub fn effects_of(&self, id: BodyId) -> Effects<'a> {
         Effects {

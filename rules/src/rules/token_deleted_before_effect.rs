@@ -374,10 +374,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             diag.labels.push(cx.label(c, "token checked here"));
             let at = cx.krate.body(caller);
             diag.notes.push(format!(
-                "`{}` calls this at {}:{} and then acts ({} at line {})",
+                "`{}` calls this at {} and then acts ({} at line {})",
                 at.name(),
-                cx.krate.paths[caller.file as usize],
-                at.events[site as usize].sp.line,
+                cx.krate.site(caller, site),
                 e.1,
                 at.events[e.0 as usize].sp.line,
             ));

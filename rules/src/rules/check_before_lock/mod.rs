@@ -696,8 +696,7 @@ pub(super) fn presence_test(cx: &RuleCx<'_>, c: u32, r: u32) -> bool {
     // The lookup answers only whether it is there (`let known = map.contains_key(&k)`), and
     // that answer is tested.
     let answers_presence = matches!(&cx.body.events[r as usize].kind, EventKind::Call(call)
-        if call.steps.last().is_some_and(|s| matches!(s.name.as_str(),
-            "contains" | "contains_key" | "is_some" | "is_none" | "is_empty" | "exists")));
+        if call.steps.last().is_some_and(|s| crate::apis::PRESENCE_ANSWERS.contains(&s.name.as_str())));
     // `found.is_none()`, `rows.is_empty()`, `found == None`: a presence test when the read's
     // answer is whether rows were found.
     // (`found != Some(x)` compares a value: `Some` asks only as a method or a pattern.)
