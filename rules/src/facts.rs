@@ -450,6 +450,17 @@ impl<'a> Facts<'a> {
         )
     }
 
+    /// Are `cols` exactly one unique key the schema files declare for `table` (every column of
+    /// the key, and nothing else)? A filter on them picks one row by its key, whatever the
+    /// columns are called (`WHERE txid = $1` under `txid TEXT PRIMARY KEY`).
+    pub fn is_declared_key(&self, table: &str, cols: &[Name]) -> bool {
+        self.schema.get(table).is_some_and(|keys| {
+            keys.iter().any(|key| {
+                key.iter().all(|k| cols.contains(k)) && cols.iter().all(|c| key.contains(c))
+            })
+        })
+    }
+
     /// The type of `ty.field`, following struct facts.
     pub fn field_type(&self, ty: &str, field: &str) -> Option<&TypeRef> {
         self.structs

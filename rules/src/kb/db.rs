@@ -156,8 +156,15 @@ pub(super) fn classify(
         }
         for a in &call.steps[0].args {
             where_cols.extend(a.eq_cols().iter().cloned());
-            if a.calls().is_empty() && !a.paths.is_empty() {
-                // `update(orders.find(id))`: the key.
+            // `update(orders.find(id))`: the key; `update(orders.filter(..))` built in place.
+            if let Some(crate::ir::EventKind::Call(q)) =
+                a.ev.and_then(|k| cx.body.events.get(k as usize))
+                    .map(|e| &e.kind)
+            {
+                if q.steps.iter().any(|s| s.name == "find") {
+                    where_cols.push(Name::new("id"));
+                }
+                where_cols.extend(diesel_filter_cols(q));
             }
         }
         let kind_word = match flast {
@@ -180,7 +187,8 @@ pub(super) fn classify(
         };
         let mut e = Effect::new(kind, kind_word).with_table(table.clone());
         let own = |c: &Name| is_own_key(c, table.as_deref());
-        e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c));
+        e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c))
+            && !keyed_exactly(cx, table.as_deref(), &where_cols);
         e.ident_guard = where_cols
             .iter()
             .any(|c| is_operation_identity(c) && !own(c));
@@ -322,7 +330,8 @@ pub(super) fn classify(
             // `Entity::insert(m).on_conflict(OnConflict::column(..).update_column(..))`.
             e.upsert = e.insert && runs(&["on_conflict"]);
             let own = |c: &Name| is_own_key(c, Some(entity.as_str()));
-            e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c));
+            e.conditional = where_cols.iter().any(|c| !is_plain_key(c) && !own(c))
+                && !keyed_exactly(cx, Some(entity.as_str()), &where_cols);
             e.ident_guard = where_cols
                 .iter()
                 .any(|c| is_operation_identity(c) && !own(c));
@@ -653,6 +662,12 @@ fn keyed_by_schema(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> b
     table.is_some_and(|t| cx.facts.duplicates_allowed(&normalize_table(t), cols) == Some(false))
 }
 
+/// Does the filter hold exactly one unique key the schema files declare for the table, and
+/// nothing else? It then tests no more than the key, whatever its columns are called.
+fn keyed_exactly(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> bool {
+    table.is_some_and(|t| cx.facts.is_declared_key(&normalize_table(t), cols))
+}
+
 /// The query a plain local holds, when the body bound it to a diesel table's query (`let target
 /// = invites::table.filter(invites::code.eq(code))`).
 fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<&'b Call> {
@@ -788,7 +803,7 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.set_writes_in_cte(kind == EffectKind::Read && sql.cte_writes);
     e.counts = sql.counts;
     e.set_ordered(sql.ordered);
-    e.conditional = sql.is_conditional();
+    e.conditional = sql.is_conditional() && !keyed_exactly(cx, sql.table(), &sql.where_cols);
     e.ident_guard = sql
         .where_cols
         .iter()

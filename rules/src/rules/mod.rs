@@ -767,6 +767,19 @@ impl<'a> RuleCx<'a> {
             .collect()
     }
 
+    /// Is event `w` inside one of the branches the test at `c` opens (`if limited { .. } else {
+    /// send(..) }`, a `match`'s arms)? The sub-tests of the same condition come first.
+    pub fn in_branches_of(&self, c: u32, w: u32) -> bool {
+        let events = &self.body.events;
+        let last_test = (c..w)
+            .take_while(|&i| matches!(events[i as usize].kind, EventKind::Cond(_)))
+            .last()
+            .unwrap_or(c);
+        self.following_branches(last_test)
+            .into_iter()
+            .any(|b| b < w && w < self.region_end(b))
+    }
+
     /// The branches laid out one after another from event `first` (a `match`'s arms, an `if`'s
     /// blocks): each one's `Enter` and the `Leave` that closes it.
     fn arms_from(&self, first: u32) -> Vec<(u32, u32)> {

@@ -30,7 +30,11 @@ declare_rule! {
     /// key: `WHERE status = 'active' AND ends_at < now()`), then written one by one by the ids
     /// it returned, with no predicate of their own, after a wait — the sweep's own tick inside
     /// its loop, a sleep, or a remote call made since the selection (a mail, a provider call):
-    /// each row's state may have changed since it was selected.
+    /// each row's state may have changed since it was selected. Not when the write sits in a
+    /// branch of what a remote call made since the selection answered about those rows
+    /// (`match mint.are_spent(&proofs).await { Ok(true) => mark_spent(&ids) }`): the state was
+    /// asked again of the side that holds it, and the write records the answer — unless it
+    /// saves back a copy of a row as read.
     ///
     /// ### Why is this bad?
     ///
@@ -636,7 +640,52 @@ fn snapshot_write(
                 _ => false,
             }
             && gap(r, w)
+            && !recorded_answer(cx, r, w, &derived)
     })
+}
+
+/// Does the write at `w` sit in a branch of an answer that a remote call made since the read
+/// at `r` gave about the rows it selected (`match mint.are_spent(&proofs).await { Ok(true) =>
+/// mark_spent(ids) }`)? The state is checked again, with the side that holds it, and the write
+/// records that answer. Not when it passes back a row of the read as it was (`let updated =
+/// row.clone(); .. save(&updated)`): that writes the snapshot, whatever the answer was.
+fn recorded_answer(cx: &RuleCx<'_>, r: u32, w: u32, derived: &FxHashSet<Name>) -> bool {
+    let EventKind::Call(write) = &cx.body.events[w as usize].kind else {
+        return false;
+    };
+    let row_copy = |p: &str| {
+        !p.contains('.')
+            && derived.contains(p)
+            && cx.body.events[..w as usize]
+                .iter()
+                .rev()
+                .find_map(|e| match &e.kind {
+                    EventKind::Bind(b) if b.names.iter().any(|n| n == p) => Some(b),
+                    _ => None,
+                })
+                .is_some_and(|b| b.calls.is_empty() && b.deps.iter().all(|d| !d.contains('.')))
+    };
+    if write
+        .all_args()
+        .chain(write.steps.iter().flat_map(|s| s.args.iter()))
+        .any(|a| a.paths.iter().any(|p| row_copy(p)))
+    {
+        return false;
+    }
+    (r + 1..w)
+        .filter(|&g| {
+            cx.effs(g)
+                .any(|e| e.kind == EffectKind::Remote && !e.by_name)
+                && matches!(&cx.body.events[g as usize].kind, EventKind::Call(c)
+                    if c.all_args()
+                        .chain(c.steps.iter().flat_map(|s| s.args.iter()))
+                        .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p)))))
+        })
+        .any(|g| {
+            query::tests_of(cx.body, g)
+                .into_iter()
+                .any(|t| t < w && cx.in_branches_of(t, w))
+        })
 }
 
 /// The end of the innermost loop that holds event `w` and begins after event `r`.

@@ -44,7 +44,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
             continue;
         }
         let c = query::tests_of(cx.body, r).into_iter().find(|&c| {
-            c > r && c < w && tests_read(cx, c, r) && (stops(cx, c) || in_branches_of(cx, c, w))
+            c > r && c < w && tests_read(cx, c, r) && (stops(cx, c) || cx.in_branches_of(c, w))
         })?;
         // A cache fill stores what a lookup after the miss returned; nothing is gated.
         if filled_from_lookup(cx, c, w) {
@@ -147,19 +147,6 @@ fn stops(cx: &RuleCx<'_>, c: u32) -> bool {
         after.map(|e| &e.kind),
         Some(EventKind::Enter(Region::Branch { diverges: true, .. }))
     )
-}
-
-/// Is the set at `w` inside one of the branches the test at `c` opens (`if limited { .. } else
-/// { send(..); limit(..) }`)? The sub-tests of the same condition come first.
-fn in_branches_of(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
-    let events = &cx.body.events;
-    let last_test = (c..w)
-        .take_while(|&i| matches!(events[i as usize].kind, EventKind::Cond(_)))
-        .last()
-        .unwrap_or(c);
-    cx.following_branches(last_test)
-        .into_iter()
-        .any(|b| b < w && w < cx.region_end(b))
 }
 
 /// Does the test at `c` only ask whether the lookup at `r` found the entry (`found.is_some()`,

@@ -39,7 +39,10 @@ declare_rule! {
     /// itself inserted is not reported: no other transaction sees it before the commit. And the
     /// shape before any lock was added: one row read with no lock and no transaction, a value of
     /// it tested (not only whether the row is there), and the row written back by key with a
-    /// value computed from the read (a lost update) — also when the model read is saved back whole through the
+    /// value computed from the read (a lost update), or the row's state moved by its key alone
+    /// after a test of that state (`if payment.status != "settled" { return }`, then `UPDATE
+    /// payments SET status = 'refunded' WHERE id = $1`: a dispute written in between is
+    /// overwritten) — also when the model read is saved back whole through the
     /// crate's own upsert (`share.save(db)` running `INSERT .. ON CONFLICT (id) DO UPDATE`) after
     /// the tested field was changed. A sea-orm active model made from the row writes only the
     /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
@@ -143,9 +146,14 @@ declare_rule! {
     /// crate does not define is not seen; a read of a different row of the same table counts as
     /// a re-read. Test code (`#[test]`, `#[tokio::test]`, `#[cfg(test)]`, methods of test doubles:
     /// `Mock*`, `Fake*`, `Stub*` types) is not analysed. The
-    /// no-lock form needs the written value to come from the read and a test of a read value, so
-    /// a status flip decided by a stale read with no lock at all is not reported; batch passes
-    /// over many rows (`.all()`, `fetch_all`, `load`) are left out of it. A method of the crate
+    /// no-lock form needs a test of a read value and either a written value that comes from the
+    /// read or a state column moved that the test looked at by name (`payment.status`, or a
+    /// local bound from it): a status flip decided by a state read under another name (`let s:
+    /// String = query_scalar("SELECT status ..")`) is not reported, nor one to the only value the
+    /// crate ever moves that column to; batch passes over many rows (`.all()`, `fetch_all`,
+    /// `load`) are left out of it. A filter is taken for the key when its columns are named like
+    /// one (`id`, `order_id`) or are exactly a unique key a schema file declares (`txid TEXT
+    /// PRIMARY KEY`); otherwise it is taken to test more than the key. A method of the crate
     /// called on the write guard (`holder.write().await.advance_from(stage)`) counts as the
     /// re-read when it tests the same getter or field the caller checked (`self.stage`); the
     /// analysis does not prove that its test is the same condition. The check-then-insert is
@@ -347,7 +355,7 @@ fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> b
 /// current == wanted { return }` before storing `wanted`), with the other tests that decide the
 /// write at `w` only asking whether the row is there (`if let Some(row) = ..`)? Racing writers
 /// then all store the wanted value. A limit (`if balance < amount`) is no such test.
-fn only_skips_unchanged(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
+pub(super) fn only_skips_unchanged(cx: &RuleCx<'_>, r: u32, w: u32) -> bool {
     let unchanged = |t: u32| {
         matches!(&cx.body.events[t as usize].kind, EventKind::Cond(test)
             if matches!(test.comparison, crate::ir::Comparison::Equal | crate::ir::Comparison::NotEqual))

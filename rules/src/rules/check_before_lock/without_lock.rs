@@ -1,14 +1,15 @@
 //! The shape before any lock was added: one row read with no lock and no transaction, a value
 //! of it tested, and the row written back by key with a value computed from the read (a lost
-//! update).
+//! update), or its state column moved by key after a test of that column (a stale transition).
 
 use super::{Reported, Verdict, Write, tests_read};
 use crate::apis::MANY_ROWS_STEPS;
 use crate::diagnostic::Diagnostic;
-use crate::effects::EffectKind;
-use crate::ir::EventKind;
+use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
+use crate::ir::{Comparison, EventKind};
 use crate::query;
 use crate::rules::RuleCx;
+use crate::state_writes;
 
 /// Judges a write with no lock, no transaction and no temporary guard.
 pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported) -> Verdict {
@@ -19,11 +20,12 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
 }
 
 /// The unprotected read-modify-write: a persisted row read (no lock, no transaction), tested,
-/// and written back with a value computed from the read, by key only.
+/// and written back by key only with a value computed from the read, or with its tested state
+/// column moved.
 pub(super) fn unprotected(
     cx: &RuleCx<'_>,
     w: u32,
-    write: &crate::effects::Effect,
+    write: &Effect,
     reported: &mut Reported,
 ) -> Option<Diagnostic> {
     let insert = write.insert && !crate::state_writes::saves_back(cx, w, write);
@@ -39,6 +41,12 @@ pub(super) fn unprotected(
             continue;
         };
         let st = &cx.state(r);
+        // The value written comes from the read (a lost update), or the write moves the row's
+        // state by key alone after a test of the read decided it (a status flip on a stale
+        // look: the callback that read `pending` sets `paid` over the `cancelled` written since).
+        let from_read = writes_from(cx, w, r);
+        let flipped = (!from_read).then(|| stale_flip(cx, write)).flatten();
+        let flip = flipped.is_some();
         if read.in_memory
             || read.locking
             || read.table.as_deref() != wtable
@@ -46,7 +54,7 @@ pub(super) fn unprotected(
             || !st.locks.is_empty()
             || cx.reach_end(r) <= w
             || many_rows(cx, r)
-            || !writes_from(cx, w, r)
+            || !(from_read || flip)
             // A crate fn that looks the row up and creates it (`create_with_password`): the
             // value is the row just made, which nobody else has been handed yet (a model
             // inserted whose table is not told counts).
@@ -63,22 +71,41 @@ pub(super) fn unprotected(
         // `match` on `Some` / `None`): a write by the key of a row found writes nothing stale.
         let derived = query::derived(cx.body, r);
         let tests = query::tests_of(cx.body, r);
-        let Some(c) = tests
-            .iter()
-            .copied()
-            .find(|&c| {
-                c > r
-                    && c < w
-                    && tests_read(cx, c, r)
-                    && !super::presence_test(cx, c, r)
-                    && !super::write_rechecks(cx, c, w)
-                    && !super::fixed_test(cx, c, r)
-                    && !super::marks_once(cx, c, r, w)
-                    && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
+        let value_test = |c: u32| {
+            c > r
+                && c < w
+                && tests_read(cx, c, r)
+                && !super::presence_test(cx, c, r)
+                && !super::write_rechecks(cx, c, w)
+                && !super::fixed_test(cx, c, r)
+                && !super::marks_once(cx, c, r, w)
+                && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
                     if t.deps.iter().any(|d| derived.contains(query::first(d))))
-            })
-            .or_else(|| (r + 1..w).find(|&c| super::validates(cx, c, &derived)))
-        else {
+        };
+        let found = match flipped {
+            // The flip: a test of the very column the write moves (`if payment.status !=
+            // Received`, then `SET status = ..`; a test of something else, `if meta.is_partial`,
+            // before a refresh that also sets a status column decides no transition), that
+            // decides the write (it stops the flow, or the write sits in its branch), and does
+            // not only skip a write of the value already there (`if status == 'archived'
+            // { return }` before `SET status = 'archived'`).
+            Some(state) => (!super::only_skips_unchanged(cx, r, w))
+                .then(|| {
+                    tests.iter().copied().find(|&c| {
+                        value_test(c)
+                            && tested_fields(cx, c).contains(&state.column.as_str())
+                            && !compares_with(cx, c, state)
+                            && super::decides(cx, c, r, w)
+                    })
+                })
+                .flatten(),
+            None => tests
+                .iter()
+                .copied()
+                .find(|&c| value_test(c))
+                .or_else(|| (r + 1..w).find(|&c| super::validates(cx, c, &derived))),
+        };
+        let Some(c) = found else {
             continue;
         };
         // A whole model saved back: the test must be of a field the function then changed
@@ -103,24 +130,93 @@ pub(super) fn unprotected(
             return None;
         }
         reported.first(r);
-        let mut d = cx.diag(
-            &super::RULE,
-            w,
-            "state read and tested, then written back from the stale value without a lock"
-                .to_string(),
-        );
-        d.primary_label = Some("written here from the value read before".into());
+        let (message, label, help) = if from_read {
+            (
+                "state read and tested, then written back from the stale value without a lock",
+                "written here from the value read before",
+                "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape",
+            )
+        } else {
+            (
+                "state read and tested without a lock, then moved by key alone",
+                "state set here on the strength of the earlier read",
+                "put the state the check expects into the write's filter (`UPDATE .. SET status = 'refunded' WHERE id = $1 AND status = 'settled'`) and check the rows affected, or take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read; `#[staleguard::fenced(..)]` generates this shape",
+            )
+        };
+        let mut d = cx.diag(&super::RULE, w, message.to_string());
+        d.primary_label = Some(label.into());
         d.labels.push(cx.label(r, "state read here"));
         d.labels.push(cx.label(c, "checked here"));
-        d.help = Some(
-            "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape"
-                .to_string(),
-        );
+        d.help = Some(help.to_string());
         d.notes.extend(cx.chain_notes(read));
         d.notes.extend(cx.chain_notes(write));
         return Some(d);
     }
     None
+}
+
+/// The state column the write moves by its key alone: a state column set, with no test of the
+/// current state (nor a version, owner or time) in its filter, and not the only value the crate
+/// ever moves that column to (racing writers would all store it).
+fn stale_flip<'e>(cx: &RuleCx<'_>, write: &'e Effect) -> Option<&'e Assigned> {
+    let state = state_writes::moved_state(write)?;
+    (!state_writes::guarded_filter(write, &state.column)
+        && !state_writes::only_transition(cx, write, state))
+    .then_some(state)
+}
+
+/// The fields the test at `c` looks at: the segments after the root of each path it reads
+/// (`payment.status`), also through a local bound from such a path (`let old = payment.status;
+/// if old != Received`).
+fn tested_fields<'b>(cx: &'b RuleCx<'_>, c: u32) -> Vec<&'b str> {
+    let EventKind::Cond(t) = &cx.body.events[c as usize].kind else {
+        return Vec::new();
+    };
+    let mut paths: Vec<&str> = Vec::new();
+    for d in &t.deps {
+        if d.contains('.') {
+            paths.push(d.as_str());
+            continue;
+        }
+        let bound = cx.body.events[..c as usize]
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                EventKind::Bind(b) if b.names.iter().any(|n| n == d) => Some(b),
+                _ => None,
+            });
+        if let Some(b) = bound {
+            paths.extend(
+                b.deps
+                    .iter()
+                    .map(|x| x.as_str())
+                    .filter(|x| x.contains('.')),
+            );
+        }
+    }
+    paths
+        .into_iter()
+        .flat_map(|p| p.split('.').skip(1))
+        .collect()
+}
+
+/// Does the test at `c` compare with the very value the write stores in the state column (`if
+/// status == 'archived'`, then `SET status = 'archived'`)? Skipping a write of what is there
+/// already, or making it only when it is not, decides no transition.
+fn compares_with(cx: &RuleCx<'_>, c: u32, state: &Assigned) -> bool {
+    let AssignedValue::Const(v) = &state.value else {
+        return false;
+    };
+    let bare = |x: &str| {
+        x.rsplit("::")
+            .next()
+            .unwrap_or(x)
+            .trim_matches(['\'', '"'])
+            .to_ascii_lowercase()
+    };
+    matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
+        if matches!(t.comparison, Comparison::Equal | Comparison::NotEqual)
+            && t.values.iter().any(|x| bare(x) == bare(v)))
 }
 
 /// Does the function assign, between the test at `c` and the write at `w`, a field the test
