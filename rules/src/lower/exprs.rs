@@ -424,7 +424,32 @@ impl BodyLowerer<'_, '_> {
         }
         if !matches!(m.delimiter, syn::MacroDelimiter::Brace(_)) && macros::has_code_args(&m.tokens)
         {
-            let code: Vec<Expr> = macros::parse_args(&m.tokens)
+            let args = macros::parse_args(&m.tokens);
+            // `with_transaction!(pool, |tx| async move { .. })`: a macro of the crate named for
+            // a transaction, handed a pool and a closure, runs the closure in one, as
+            // `pool.transaction(|tx| ..)` does.
+            if let [recv, closure @ Expr::Closure(_)] = args.as_slice()
+                && macros::names_transaction(&last_segment(&m.path))
+            {
+                let call = Expr::MethodCall(syn::ExprMethodCall {
+                    attrs: Vec::new(),
+                    receiver: Box::new(recv.clone()),
+                    dot_token: Default::default(),
+                    method: syn::Ident::new(
+                        "transaction",
+                        m.path
+                            .segments
+                            .last()
+                            .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span()),
+                    ),
+                    turbofish: None,
+                    paren_token: Default::default(),
+                    args: std::iter::once(closure.clone()).collect(),
+                });
+                self.expr(&call);
+                return;
+            }
+            let code: Vec<Expr> = args
                 .into_iter()
                 .filter(|a| matches!(a, Expr::Closure(_) | Expr::Async(_) | Expr::Block(_)))
                 .collect();

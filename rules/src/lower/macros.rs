@@ -358,3 +358,9 @@ pub fn inline_args(lit: &str, out: &mut Vec<Name>) {
         rest = &rest[end..];
     }
 }
+
+/// Is a macro named for running its code in a transaction (`with_transaction!`,
+/// `in_transaction!`, `transaction!`, `with_tx!`)?
+pub fn names_transaction(name: &str) -> bool {
+    name.contains("transaction") || name == "tx" || name.ends_with("_tx") || name.starts_with("tx_")
+}
