@@ -21,7 +21,9 @@ declare_rule! {
     /// record: an idempotency / request / dedup record is inserted (SQL, diesel, sea-orm,
     /// tokio-postgres) or claimed (`INSERT .. ON CONFLICT DO NOTHING`, `INSERT IGNORE`, Redis
     /// `SET NX` / `SETNX`), and the branch that sees the conflict — sqlx's
-    /// `is_unique_violation()`, SQLSTATE `23505` (MySQL `1062`, SQLite `2067`), diesel's
+    /// `is_unique_violation()` or `constraint()` (asked whether there is one, or compared with
+    /// a unique key's name: `Some("events_pkey")`), SQLSTATE `23505` (MySQL `1062`, SQLite
+    /// `2067`), diesel's
     /// `DatabaseErrorKind::UniqueViolation`, tokio-postgres' `SqlState::UNIQUE_VIOLATION`,
     /// sea-orm's `UniqueConstraintViolation` / `RecordNotInserted`, zero rows affected, an
     /// empty `RETURNING`, a `SET NX` that returned false — answers with an error, a 409 or 500,
@@ -230,15 +232,40 @@ fn contains_folded(hay: &str, needle: &str) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
+/// Is a constraint's name one of a unique key (`orders_pkey`, `uniq_event_id`,
+/// `events_event_id_key`)?
+fn names_unique_key(name: &str) -> bool {
+    let lower = name.trim_matches('"').to_ascii_lowercase();
+    lower.ends_with("pkey")
+        || lower.ends_with("_key")
+        || lower.contains("unique")
+        || lower.contains("uniq")
+        || lower.ends_with("_pk")
+}
+
 /// The branches that run on the claim's conflict, as `(Enter event, event to report at)`.
 fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Vec<(u32, u32)> {
     let through_helper = claim.via.is_some();
     let unique =
         |v: &Name| is_unique_violation_value(v) || through_helper && is_conflict_variant(v);
+    let steps_of = |k: u32| match &cx.body.events[k as usize].kind {
+        EventKind::Call(call) => call.steps.iter().map(|s| s.name.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    // sqlx's `db_err.constraint()`: which constraint refused the row. Asked whether there is one
+    // (`.is_some()`), or compared with a key's name (`Some("orders_pkey")`, `"..unique.."`,
+    // `"..key"`), it tells a conflict; compared with another name (a foreign key), it does not.
+    let constraint_test = test
+        .calls
+        .iter()
+        .any(|&k| steps_of(k).contains(&"constraint"))
+        && (test.values.is_empty() || test.values.iter().any(|v| names_unique_key(v)));
     let unique_test = test.values.iter().any(unique)
+        || constraint_test
         || test.calls.iter().any(|&k| {
-            matches!(&cx.body.events[k as usize].kind, EventKind::Call(call)
-                if call.steps.iter().any(|s| apis::UNIQUE_VIOLATION_CHECKS.contains(&s.name.as_str())))
+            steps_of(k)
+                .iter()
+                .any(|s| apis::UNIQUE_VIOLATION_CHECKS.contains(s))
         });
     // A claim that reports a conflict as "nothing done" (zero rows, no row returned, `false`),
     // not as an error.
