@@ -316,6 +316,21 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
     out
 }
 
+/// Is the result of call `from` handed to a later fallible call whose error is propagated
+/// (`ensure_affected_rows(&res, 1)?`, `check_updated(&done)?`)? For a conditional write, that is
+/// a check of what it changed made by a helper.
+pub fn checked_by_call(body: &Body, from: u32) -> bool {
+    let set = derived(body, from);
+    set.iter().any(|n| n.as_str() != "_")
+        && body.events[from as usize + 1..].iter().any(|ev| {
+            matches!(&ev.kind, EventKind::Call(c)
+                if c.steps.last().is_some_and(|s| s.tried)
+                    && c.all_args()
+                        .chain(c.steps.iter().flat_map(|s| s.args.iter()))
+                        .any(|a| a.paths.iter().any(|p| !p.contains('.') && set.contains(first(p)))))
+        })
+}
+
 /// For each `Leave` event, the index of its `Enter`.
 pub fn enter_of(body: &Body) -> Vec<Option<u32>> {
     let mut out = vec![None; body.events.len()];

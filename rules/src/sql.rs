@@ -126,9 +126,10 @@ pub fn is_plain_key(col: &str) -> bool {
         || col.ends_with("_key")
 }
 
-/// Does this string literal look like SQL at all?
+/// Does this string literal look like SQL at all? Comments before the statement (`-- grab
+/// the jobs first`, `/* .. */`) are skipped.
 pub fn looks_like_sql(text: &str) -> bool {
-    let t = text.trim_start();
+    let t = after_comments(text);
     let head: String = t.chars().take(18).collect::<String>().to_ascii_uppercase();
     [
         "SELECT ",
@@ -147,6 +148,26 @@ pub fn looks_like_sql(text: &str) -> bool {
     .iter()
     .any(|k| head.starts_with(k))
         || head == "SELECT"
+}
+
+/// The text past leading whitespace and SQL comments (`-- ..` to the end of the line, `/* .. */`).
+fn after_comments(text: &str) -> &str {
+    let mut t = text.trim_start();
+    loop {
+        if let Some(rest) = t.strip_prefix("--") {
+            t = rest
+                .split_once('\n')
+                .map_or("", |(_, after)| after)
+                .trim_start();
+        } else if let Some(rest) = t.strip_prefix("/*") {
+            t = rest
+                .split_once("*/")
+                .map_or("", |(_, after)| after)
+                .trim_start();
+        } else {
+            return t;
+        }
+    }
 }
 
 /// Classifies SQL text; `None` when it is not SQL.
@@ -798,6 +819,18 @@ pub fn predicate(text: &str) -> Option<Predicate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leading_comments() {
+        let i = classify(
+            "-- take the oldest available jobs; we don't want two workers on one\n/* claim them */\n  UPDATE jobs SET status = 'running' WHERE id = $1",
+        )
+        .unwrap();
+        assert_eq!(i.kind, SqlKind::Update);
+        assert_eq!(i.set_cols, vec!["status"]);
+        assert!(classify("-- only a comment").is_none());
+        assert!(classify("/* unterminated").is_none());
+    }
 
     #[test]
     fn update_with_guard() {

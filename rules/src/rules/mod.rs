@@ -15,8 +15,7 @@ use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, EventKind, Region, Sp};
 use crate::kb::names::{
-    is_hold_time_column, is_in_progress_value, is_response_column, is_state_column, is_time_column,
-    is_work,
+    is_hold_time_column, is_in_progress_value, is_response_column, is_state_column, is_work,
 };
 use crate::name::Name;
 use crate::parse::Lines;
@@ -182,8 +181,8 @@ impl<'a> CrateView<'a> {
     }
 
     /// Whether the crate has a reaper for claims of `column` in `table`: a statement that
-    /// updates or deletes rows of that table filtered on a time column (`heartbeat_at <
-    /// now() - ..`) and on no key, and on the claimed column or setting it. For a Redis list
+    /// updates or deletes rows of that table filtered on a time that says since when a row is
+    /// held (`heartbeat_at < now() - ..`, `started_at`, a lease's expiry) and on no key, and on the claimed column or setting it. For a Redis list
     /// (`column` [`LIST_ENTRIES`]): a command that reads or takes its entries.
     pub fn reaps(&self, table: &str, column: &str) -> bool {
         let reapers = self.reapers.get_or_init(|| {
@@ -202,10 +201,14 @@ impl<'a> CrateView<'a> {
                     }
                     continue;
                 }
-                // A sweep over many rows by age: no key in the filter, a time in it.
+                // A sweep over many rows by how long they have been held: no key in the
+                // filter, and a time that says since when a row is held (`heartbeat_at`,
+                // `started_at`, a lease's expiry). A sweep by when rows are due (`scheduled_at`:
+                // the scheduler's promotion of due jobs) or done (`completed_at`: a purge)
+                // frees no claim.
                 if e.kind != EffectKind::Write
                     || e.insert
-                    || !e.where_cols.iter().any(|c| is_time_column(c))
+                    || !e.where_cols.iter().any(|c| is_hold_time_column(c))
                     || e.where_cols.iter().any(|c| is_plain_key(c))
                 {
                     continue;

@@ -37,11 +37,15 @@ declare_rule! {
     /// escrow).
     ///
     /// It stays silent when the expiry and the owner are written with the claim (in the same
-    /// statement, or by another write to the same table in the same transaction), when a Redis
-    /// claim sets a TTL, and when the crate has a **reaper** for the claim: a statement that
-    /// updates or deletes rows of the same table filtered on the claimed column and a time
-    /// column (`UPDATE jobs SET status = 'queued' WHERE status = 'running' AND heartbeat_at <
-    /// now() - interval '1 minute'`), or a statement of the claiming function that, before the
+    /// statement, by another write to the same table in the same transaction, or together in
+    /// a run or attempt row the transaction writes: `INSERT INTO task_runs (task_id,
+    /// worker_id, lease_expires_at)`), when a Redis claim sets a TTL, and when the crate has a
+    /// **reaper** for the claim: a statement that updates or deletes rows of the same table
+    /// filtered on the claimed column, on no key, and on a time that says since when a row is
+    /// held (`UPDATE jobs SET status = 'queued' WHERE status = 'running' AND heartbeat_at <
+    /// now() - interval '1 minute'`; `started_at`, `locked_at`, `updated_at`, a lease's
+    /// expiry) — a sweep by when rows are due (`run_at <= now()`: a scheduler's promotion) or
+    /// done (`completed_at < ..`: a purge) frees no claim — or a statement of the claiming function that, before the
     /// claim, moves the record's earlier claims on (`UPDATE builds SET status = 'failure' WHERE
     /// release_id = $1 AND status = 'in_progress'`): the next attempt ends a stranded one.
     ///
@@ -182,12 +186,19 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 for other in 0..cx.body.events.len() as u32 {
                     if other != w && cx.state(other).txs.contains(tx) {
                         for o in cx.effs(other) {
-                            if o.kind == EffectKind::Write
-                                && query::same_state(o.table.as_deref(), e.table.as_deref())
-                            {
-                                let (x, y) = written(&o.sets);
+                            if o.kind != EffectKind::Write {
+                                continue;
+                            }
+                            let (x, y) = written(&o.sets);
+                            if query::same_state(o.table.as_deref(), e.table.as_deref()) {
                                 expiry |= x;
                                 owner |= y;
+                            } else if x && y {
+                                // A run or attempt row written with the claim, holding the
+                                // lease (`INSERT INTO task_runs (task_id, worker_id,
+                                // lease_expires_at)`): the claim's lease lives there.
+                                expiry = true;
+                                owner = true;
                             }
                         }
                     }

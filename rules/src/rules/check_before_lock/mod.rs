@@ -32,7 +32,8 @@ declare_rule! {
     /// the write was read and tested *before* the lock was taken and is not read again under it.
     /// Also flags a plain `SELECT` inside a transaction, a test of a value it read, then an
     /// `UPDATE` of the same row that neither locks the row (`FOR UPDATE`) nor guards itself
-    /// (`WHERE status = ..` with the rows affected checked). A test that only asks whether rows
+    /// (`WHERE status = ..` with the rows affected checked, in a test or by a fallible helper
+    /// handed the result: `ensure_affected_rows(&res, 1)?`). A test that only asks whether rows
     /// were found (`found.is_some()`, `ids.is_empty()`) is not such a test, unless the lookup
     /// selects by a state column (then what it finds is the state) or the row had to exist
     /// (`fetch_one`: the `Option` is a nullable column's). A write to a row the transaction
@@ -305,6 +306,7 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
     }
     if write.conditional
         && (!query::tests_of(cx.body, w).is_empty()
+            || query::checked_by_call(cx.body, w)
             || write
                 .via
                 .is_some_and(|h| checked_in_helper(cx, h, write, 3)))
@@ -346,7 +348,10 @@ fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> b
             && x.effect.table == write.table
             && match x.callee {
                 Some(c) => depth > 0 && checked_in_helper(cx, c, write, depth - 1),
-                None => !query::tests_of(cx.krate.body(h), x.at).is_empty(),
+                None => {
+                    let body = cx.krate.body(h);
+                    !query::tests_of(body, x.at).is_empty() || query::checked_by_call(body, x.at)
+                }
             }
     })
 }
