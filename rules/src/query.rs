@@ -212,6 +212,34 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
     out
 }
 
+/// Methods that put a value into the collection they are called on.
+const FILL_STEPS: &[&str] = &[
+    "push",
+    "push_back",
+    "push_front",
+    "insert",
+    "extend",
+    "append",
+];
+
+/// The local a call fills with a value of `set` (`by_prio.entry(p).or_default().push(row)`,
+/// `picked.insert(id, row)`): the collection then holds that value. A value a call made of
+/// one (`futures.push(run(idx))`) is not it.
+fn filled<'e>(ev: &'e crate::ir::Event, set: &FxHashSet<Name>) -> Option<&'e Name> {
+    let EventKind::Call(c) = &ev.kind else {
+        return None;
+    };
+    let last = c.steps.last()?;
+    (c.func.is_empty()
+        && FILL_STEPS.contains(&last.name.as_str())
+        && last.args.iter().any(|a| {
+            // The value itself, not something a call made of it (`futures.push(run(idx))`).
+            a.ev.is_none() && a.paths.iter().any(|p| set.contains(first(p)))
+        }))
+    .then(|| c.recv.first())
+    .flatten()
+}
+
 /// Locals whose value derives from the result of call event `from` (bound from it, or from a
 /// local that is).
 pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
@@ -238,6 +266,12 @@ pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
 /// before `to` cannot reach it, so what was bound (or shadowed) in there is undone at its end:
 /// a later, unrelated `body` is not taken for one derived from the read.
 pub fn derived_before(body: &Body, from: u32, to: u32) -> FxHashSet<Name> {
+    derived_until(body, from, to, false)
+}
+
+/// [`derived_before`], and with `fill` also the collections filled with such a value
+/// (`by_prio.entry(p).or_default().push(row)`: a later `by_prio.get(..)` holds the row).
+fn derived_until(body: &Body, from: u32, to: u32, fill: bool) -> FxHashSet<Name> {
     let mut set: FxHashSet<Name> = FxHashSet::default();
     // Per open region: for a branch that always leaves, what was changed in it (the name and
     // whether it was in the set before), to undo at its end.
@@ -255,6 +289,14 @@ pub fn derived_before(body: &Body, from: u32, to: u32) -> FxHashSet<Name> {
                         } else {
                             set.remove(&n);
                         }
+                    }
+                }
+            }
+            EventKind::Call(_) if fill => {
+                if let Some(root) = filled(ev, &set).filter(|r| !set.contains(*r)) {
+                    set.insert(root.clone());
+                    if let Some(log) = undo.iter_mut().rev().find_map(|l| l.as_mut()) {
+                        log.push((root.clone(), false));
                     }
                 }
             }
@@ -403,7 +445,18 @@ pub fn result_used(body: &Body, r: u32) -> bool {
 
 /// Does event `w` (a call or an assignment) use a value derived from the result of call `r`?
 pub fn depends_on(body: &Body, w: u32, r: u32) -> bool {
-    let derived = derived_before(body, r, w);
+    uses_at(body, w, &derived_before(body, r, w))
+}
+
+/// [`depends_on`], also through a collection the rows were put in and taken from again
+/// (`for row in rows { by_prio.entry(p).or_default().push(row) }`, then `by_prio.get(..)`):
+/// does the write at `w` act on what the read at `r` returned?
+pub fn acts_on(body: &Body, w: u32, r: u32) -> bool {
+    uses_at(body, w, &derived_until(body, r, w, true))
+}
+
+/// Does the assignment or call at `w` use one of `derived`?
+fn uses_at(body: &Body, w: u32, derived: &FxHashSet<Name>) -> bool {
     let uses = |p: &Name| derived.contains(first(p));
     match &body.events[w as usize].kind {
         EventKind::Assign(a) => a.deps.iter().any(uses),

@@ -40,7 +40,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         if cx.reach_end(r) <= w
             || in_closure(cx, r)
             || in_closure(cx, w)
-            || !query::depends_on(cx.body, w, r)
+            || !query::acts_on(cx.body, w, r)
         {
             continue;
         }

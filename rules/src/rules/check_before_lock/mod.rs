@@ -69,7 +69,8 @@ declare_rule! {
     /// reported. And the row lock that ends before the write: `SELECT .. FOR UPDATE [SKIP
     /// LOCKED]` run on the pool with no transaction (the lock lasts the one statement), or in a
     /// transaction committed or rolled back on the way to the `UPDATE` that acts on the row it
-    /// found: two workers both find the row and both claim it. A body handed its connection or
+    /// found (also when the rows went through a collection first: grouped, then one picked):
+    /// two workers both find the row and both claim it. A body handed its connection or
     /// transaction by the caller, a locking read made by a helper (it may hand its transaction
     /// back, or claim the row itself), a read or write inside a closure (it may be a
     /// transaction's), a statement that claims what it locks (`WITH .. UPDATE .. RETURNING`),
