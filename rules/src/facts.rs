@@ -315,6 +315,28 @@ impl<'a> Facts<'a> {
         f
     }
 
+    /// The table of the one sea-orm model the file declares, `Model` with its
+    /// `#[sea_orm(table_name = ..)]`: what a bare `Entity` or `ActiveModel` of that file's
+    /// entity module stands for (`mod entity { .. }` inline, `use self::entity::Entity`).
+    pub fn file_model_table(&self, file: u32) -> Option<&Name> {
+        let mut tables = self
+            .file_structs
+            .get(file as usize)?
+            .iter()
+            .filter_map(|(s, fields)| {
+                (s == "Model")
+                    .then(|| {
+                        fields
+                            .iter()
+                            .find(|(f, _)| f == crate::ir::SEA_ORM_TABLE_FIELD)
+                    })
+                    .flatten()
+                    .and_then(|(_, t)| t.first())
+            });
+        let one = tables.next()?;
+        tables.next().is_none().then_some(one)
+    }
+
     /// Does struct `name` type a field with a bare `Transaction` that its file imports from a
     /// library that is no database (`use bitcoin::Transaction;` .. `tx: Transaction`)?
     pub fn foreign_transaction_field(&self, name: &str) -> bool {

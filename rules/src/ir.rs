@@ -49,6 +49,10 @@ pub type TypeRef = Vec<Name>;
 /// The pseudo-field a diesel model's struct carries for its `#[diesel(table_name = ..)]` (its
 /// type is the table's name); no Rust field can be called so.
 pub const DIESEL_TABLE_FIELD: &str = "#diesel(table_name)";
+/// The pseudo field holding a sea-orm model's `#[sea_orm(table_name = ..)]` (kept apart from
+/// diesel's: every sea-orm entity module names its model `Model`, so the name alone says
+/// nothing; it is read per file, see [`crate::facts::Facts::file_model_table`]).
+pub const SEA_ORM_TABLE_FIELD: &str = "#sea_orm(table_name)";
 
 /// One lowered file.
 #[derive(Debug, Clone, Default)]

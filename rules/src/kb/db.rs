@@ -277,6 +277,11 @@ pub(super) fn classify(
         let entity = table_of(&call.func[call.func.len() - 2]);
         let entity = if entity == "entity" && call.func.len() >= 3 {
             table_of(&call.func[call.func.len() - 3])
+        } else if entity == "entity" && call.func.len() == 2 {
+            // A bare `Entity` of the file's own entity module: that model's table.
+            cx.facts
+                .file_model_table(cx.file)
+                .map_or(entity, |t| normalize_table(t))
         } else {
             entity
         };
@@ -419,6 +424,13 @@ pub(super) fn classify(
                     ),
                     _ => None,
                 })
+        });
+        // A bare `ActiveModel` (built in place, or bound to a local) in the file that declares
+        // its entity module: that model's table.
+        let table = table.or_else(|| {
+            cx.facts
+                .file_model_table(cx.file)
+                .map(|t| normalize_table(t))
         });
         let mut e = Effect::new(
             EffectKind::Write,

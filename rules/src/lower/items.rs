@@ -139,6 +139,9 @@ impl ItemLowerer<'_, '_> {
                 {
                     fields.push((Name::new(crate::ir::DIESEL_TABLE_FIELD), vec![table]));
                 }
+                if let Some(table) = sea_orm_table_name(&s.attrs) {
+                    fields.push((Name::new(crate::ir::SEA_ORM_TABLE_FIELD), vec![table]));
+                }
                 self.out
                     .facts
                     .structs
@@ -431,6 +434,28 @@ fn diesel_table_name(attrs: &[Attribute]) -> Option<Name> {
             },
             _ => None,
         }
+    })
+}
+
+/// The table of a sea-orm entity's model: `#[sea_orm(table_name = "kv_store")]`.
+fn sea_orm_table_name(attrs: &[Attribute]) -> Option<Name> {
+    attrs.iter().find_map(|a| {
+        let syn::Meta::List(l) = &a.meta else {
+            return None;
+        };
+        if a.path().segments.last_item()?.ident != "sea_orm" {
+            return None;
+        }
+        use proc_macro2::TokenTree::{Ident, Literal, Punct};
+        let tokens: Vec<proc_macro2::TokenTree> = l.tokens.clone().into_iter().collect();
+        tokens.windows(3).find_map(|w| match w {
+            [Ident(i), Punct(p), Literal(lit)] if i == "table_name" && p.as_char() == '=' => {
+                let text = lit.to_string();
+                let name = text.trim_matches('"');
+                (!name.is_empty() && name.len() + 2 == text.len()).then(|| Name::from(name))
+            }
+            _ => None,
+        })
     })
 }
 
