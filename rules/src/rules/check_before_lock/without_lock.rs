@@ -33,6 +33,7 @@ pub(super) fn unprotected(
         return None;
     }
     let wtable = write.table.as_deref();
+    let stale = stale_flip(cx, write);
     for r in (0..w).rev() {
         if cx.detached(r) || reported.contains(r) {
             continue;
@@ -41,12 +42,6 @@ pub(super) fn unprotected(
             continue;
         };
         let st = &cx.state(r);
-        // The value written comes from the read (a lost update), or the write moves the row's
-        // state by key alone after a test of the read decided it (a status flip on a stale
-        // look: the callback that read `pending` sets `paid` over the `cancelled` written since).
-        let from_read = writes_from(cx, w, r);
-        let flipped = (!from_read).then(|| stale_flip(cx, write)).flatten();
-        let flip = flipped.is_some();
         if read.in_memory
             || read.locking
             || read.table.as_deref() != wtable
@@ -54,7 +49,6 @@ pub(super) fn unprotected(
             || !st.locks.is_empty()
             || cx.reach_end(r) <= w
             || many_rows(cx, r)
-            || !(from_read || flip)
             // A crate fn that looks the row up and creates it (`create_with_password`): the
             // value is the row just made, which nobody else has been handed yet (a model
             // inserted whose table is not told counts).
@@ -64,6 +58,14 @@ pub(super) fn unprotected(
                     && (e.table.is_none() || e.table.as_deref() == wtable)
             })
         {
+            continue;
+        }
+        // The value written comes from the read (a lost update), or the write moves the row's
+        // state by key alone after a test of the read decided it (a status flip on a stale
+        // look: the callback that read `pending` sets `paid` over the `cancelled` written since).
+        let from_read = writes_from(cx, w, r);
+        let flipped = if from_read { None } else { stale };
+        if !from_read && flipped.is_none() {
             continue;
         }
         // The test looks at a value read (`balance < amount`, `flight.seats_left == 0`), not
