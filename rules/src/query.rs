@@ -212,6 +212,17 @@ pub fn states(body: &Body, effects: Effects<'_>) -> Vec<State> {
     out
 }
 
+/// The last `let` before event `before` that binds `name` (what the local holds there).
+pub fn binding<'b>(body: &'b Body, before: u32, name: &str) -> Option<&'b crate::ir::Bind> {
+    body.events[..before as usize]
+        .iter()
+        .rev()
+        .find_map(|e| match &e.kind {
+            EventKind::Bind(b) if b.names.iter().any(|n| n == name) => Some(&**b),
+            _ => None,
+        })
+}
+
 /// Methods that put a value into the collection they are called on.
 const FILL_STEPS: &[&str] = &[
     "push",
@@ -363,13 +374,13 @@ pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
 /// a check of what it changed made by a helper.
 pub fn checked_by_call(body: &Body, from: u32) -> bool {
     let set = derived(body, from);
-    set.iter().any(|n| n.as_str() != "_")
+    !set.is_empty()
         && body.events[from as usize + 1..].iter().any(|ev| {
             matches!(&ev.kind, EventKind::Call(c)
                 if c.steps.last().is_some_and(|s| s.tried)
                     && c.all_args()
                         .chain(c.steps.iter().flat_map(|s| s.args.iter()))
-                        .any(|a| a.paths.iter().any(|p| !p.contains('.') && set.contains(first(p)))))
+                        .any(|a| a.paths.iter().any(|p| set.contains(p))))
         })
 }
 

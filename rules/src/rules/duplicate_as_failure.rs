@@ -248,9 +248,9 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
     let through_helper = claim.via.is_some();
     let unique =
         |v: &Name| is_unique_violation_value(v) || through_helper && is_conflict_variant(v);
-    let steps_of = |k: u32| match &cx.body.events[k as usize].kind {
-        EventKind::Call(call) => call.steps.iter().map(|s| s.name.as_str()).collect(),
-        _ => Vec::new(),
+    let call_of = |k: u32| match &cx.body.events[k as usize].kind {
+        EventKind::Call(call) => Some(&**call),
+        _ => None,
     };
     // sqlx's `db_err.constraint()`: which constraint refused the row. Asked whether there is one
     // (`.is_some()`), or compared with a key's name (`Some("orders_pkey")`, `"..unique.."`,
@@ -258,14 +258,16 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
     let constraint_test = test
         .calls
         .iter()
-        .any(|&k| steps_of(k).contains(&"constraint"))
+        .any(|&k| call_of(k).is_some_and(|c| c.has_step("constraint")))
         && (test.values.is_empty() || test.values.iter().any(|v| names_unique_key(v)));
     let unique_test = test.values.iter().any(unique)
         || constraint_test
         || test.calls.iter().any(|&k| {
-            steps_of(k)
-                .iter()
-                .any(|s| apis::UNIQUE_VIOLATION_CHECKS.contains(s))
+            call_of(k).is_some_and(|c| {
+                apis::UNIQUE_VIOLATION_CHECKS
+                    .iter()
+                    .any(|check| c.has_step(check))
+            })
         });
     // A claim that reports a conflict as "nothing done" (zero rows, no row returned, `false`),
     // not as an error.

@@ -182,8 +182,9 @@ impl<'a> CrateView<'a> {
 
     /// Whether the crate has a reaper for claims of `column` in `table`: a statement that
     /// updates or deletes rows of that table filtered on a time that says since when a row is
-    /// held (`heartbeat_at < now() - ..`, `started_at`, a lease's expiry) and on no key, and on the claimed column or setting it. For a Redis list
-    /// (`column` [`LIST_ENTRIES`]): a command that reads or takes its entries.
+    /// held (`heartbeat_at < now() - ..`, `started_at`, a lease's expiry) and on no key, and on
+    /// the claimed column or setting it. For a Redis list (`column` [`LIST_ENTRIES`]): a
+    /// command that reads or takes its entries.
     pub fn reaps(&self, table: &str, column: &str) -> bool {
         let reapers = self.reapers.get_or_init(|| {
             let mut out = Vec::new();

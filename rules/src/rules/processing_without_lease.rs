@@ -189,16 +189,13 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                             if o.kind != EffectKind::Write {
                                 continue;
                             }
+                            // The same table's row, or a run or attempt row written with the
+                            // claim holding the whole lease (`INSERT INTO task_runs (task_id,
+                            // worker_id, lease_expires_at)`): the claim's lease lives there.
                             let (x, y) = written(&o.sets);
-                            if query::same_state(o.table.as_deref(), e.table.as_deref()) {
+                            if x && y || query::same_state(o.table.as_deref(), e.table.as_deref()) {
                                 expiry |= x;
                                 owner |= y;
-                            } else if x && y {
-                                // A run or attempt row written with the claim, holding the
-                                // lease (`INSERT INTO task_runs (task_id, worker_id,
-                                // lease_expires_at)`): the claim's lease lives there.
-                                expiry = true;
-                                owner = true;
                             }
                         }
                     }

@@ -654,15 +654,8 @@ fn recorded_answer(cx: &RuleCx<'_>, r: u32, w: u32, derived: &FxHashSet<Name>) -
         return false;
     };
     let row_copy = |p: &str| {
-        !p.contains('.')
-            && derived.contains(p)
-            && cx.body.events[..w as usize]
-                .iter()
-                .rev()
-                .find_map(|e| match &e.kind {
-                    EventKind::Bind(b) if b.names.iter().any(|n| n == p) => Some(b),
-                    _ => None,
-                })
+        derived.contains(p)
+            && query::binding(cx.body, w, p)
                 .is_some_and(|b| b.calls.is_empty() && b.deps.iter().all(|d| !d.contains('.')))
     };
     if write

@@ -306,8 +306,7 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
         return None;
     }
     if write.conditional
-        && (!query::tests_of(cx.body, w).is_empty()
-            || query::checked_by_call(cx.body, w)
+        && (result_checked(cx.body, w)
             || write
                 .via
                 .is_some_and(|h| checked_in_helper(cx, h, write, 3)))
@@ -336,6 +335,12 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
     })
 }
 
+/// Is the result of the write at `w` looked at: tested, or handed to a fallible check
+/// (`ensure_affected_rows(&res, 1)?`)?
+fn result_checked(body: &crate::ir::Body, w: u32) -> bool {
+    !query::tests_of(body, w).is_empty() || query::checked_by_call(body, w)
+}
+
 /// Does crate fn `h` (or a helper it calls, `depth` calls down) make the conditional write
 /// `write` came from and test its result itself (`if rows_affected != n { rollback }`)? A write
 /// that re-checks the state in its own filter and looks at what it changed is not stale.
@@ -349,10 +354,7 @@ fn checked_in_helper(cx: &RuleCx<'_>, h: BodyId, write: &Effect, depth: u8) -> b
             && x.effect.table == write.table
             && match x.callee {
                 Some(c) => depth > 0 && checked_in_helper(cx, c, write, depth - 1),
-                None => {
-                    let body = cx.krate.body(h);
-                    !query::tests_of(body, x.at).is_empty() || query::checked_by_call(body, x.at)
-                }
+                None => result_checked(cx.krate.body(h), x.at),
             }
     })
 }

@@ -180,14 +180,7 @@ fn tested_fields<'b>(cx: &'b RuleCx<'_>, c: u32) -> Vec<&'b str> {
             paths.push(d.as_str());
             continue;
         }
-        let bound = cx.body.events[..c as usize]
-            .iter()
-            .rev()
-            .find_map(|e| match &e.kind {
-                EventKind::Bind(b) if b.names.iter().any(|n| n == d) => Some(b),
-                _ => None,
-            });
-        if let Some(b) = bound {
+        if let Some(b) = query::binding(cx.body, c, d) {
             paths.extend(
                 b.deps
                     .iter()
@@ -313,13 +306,7 @@ pub(super) fn active_model_update<'b>(
     if step.name != "update" {
         return None;
     }
-    let made = cx.body.events[..w as usize]
-        .iter()
-        .rev()
-        .find_map(|e| match &e.kind {
-            EventKind::Bind(b) if b.names.iter().any(|n| n == root) => Some(b),
-            _ => None,
-        })?;
+    let made = query::binding(cx.body, w, root)?;
     let typed = made
         .ty()
         .and_then(|t| t.first())
