@@ -50,39 +50,45 @@ impl Classifier<'_> {
         if out.is_empty() {
             return;
         }
-        // The one body the previous step runs, while it is known.
-        let mut prev = (out.len() == 1).then(|| out[0]);
+        // The bodies the previous step runs.
+        let mut prev = out.clone();
         for step in call.steps.iter().skip(1) {
             // A result adapter hands the value through (`.map_err(..)` between two steps).
             if RESULT_ADAPTER_STEPS.contains(&step.name.as_str()) {
                 continue;
             }
             // The previous step's declared type names the method's owner: `CrateOwner::
-            // from_invite(&inv).insert(conn)` runs `CrateOwner::insert`, however common the name.
-            let typed = prev
-                .and_then(|p| self.returned_struct(p, false))
-                .map(|ty| self.facts.methods(ty, &step.name))
-                .filter(|m| m.len() == 1);
-            if let Some(m) = typed {
-                if !out.contains(&m[0]) {
-                    out.push(m[0]);
+            // from_invite(&inv).insert(conn)` runs `CrateOwner::insert`, however common the
+            // name; `repo.user_email().count(..)`, where every `user_email` returns a `Box<dyn
+            // UserEmailRepository>`, runs that trait's implementations of `count`.
+            let typed = match self.returned_class(&prev, false) {
+                Some(Class::User(ty)) => {
+                    Some(self.facts.methods(&ty, &step.name).to_vec()).filter(|m| m.len() == 1)
                 }
-                prev = Some(m[0]);
-                continue;
-            }
-            match self.facts.methods_named.get(step.name.as_str()) {
-                Some(c)
-                    if c.len() == 1
-                        && !COMMON_METHODS.contains(&step.name.as_str())
-                        && self.takes_self(c[0]) =>
-                {
-                    if !out.contains(&c[0]) {
-                        out.push(c[0]);
+                Some(class @ Class::Trait(_)) => {
+                    Some(self.class_methods(&step.name, &class)).filter(|m| !m.is_empty())
+                }
+                _ => None,
+            };
+            let found = match typed {
+                Some(m) => m,
+                None => match self.facts.methods_named.get(step.name.as_str()) {
+                    Some(c)
+                        if c.len() == 1
+                            && !COMMON_METHODS.contains(&step.name.as_str())
+                            && self.takes_self(c[0]) =>
+                    {
+                        c.clone()
                     }
-                    prev = Some(c[0]);
+                    _ => break,
+                },
+            };
+            for &b in &found {
+                if !out.contains(&b) {
+                    out.push(b);
                 }
-                _ => break,
             }
+            prev = found;
         }
     }
 
@@ -92,54 +98,11 @@ impl Classifier<'_> {
             return Vec::new();
         };
         match recv {
-            Class::User(t) | Class::Trait(t) => {
-                let m = self.facts.methods(t, &step.name);
-                if !m.is_empty() {
-                    // A trait's implementations: test doubles implement it too, production
-                    // runs the others.
-                    let production: Vec<BodyId> = m
-                        .iter()
-                        .copied()
-                        .filter(|&b| {
-                            matches!(recv, Class::User(_))
-                                || !self
-                                    .facts
-                                    .body(b)
-                                    .self_ty
-                                    .as_deref()
-                                    .is_some_and(super::names::is_test_double)
-                        })
-                        .collect();
-                    return if production.is_empty() {
-                        m.to_vec()
-                    } else {
-                        production
-                    };
-                }
-                // A trait implemented by the type (default methods).
-                let mut out = Vec::new();
-                if self.facts.methods_named.contains_key(step.name.as_str()) {
-                    for tr in self
-                        .facts
-                        .traits_of
-                        .get(t)
-                        .map(Vec::as_slice)
-                        .unwrap_or(&[])
-                    {
-                        out.extend_from_slice(self.facts.methods(tr, &step.name));
-                    }
-                }
-                if matches!(recv, Class::Trait(_))
-                    && let Some(tys) = self.facts.trait_impls.get(t)
-                {
-                    // Test doubles implement the trait too; production runs the others.
-                    for ty in tys.iter().filter(|ty| !super::names::is_test_double(ty)) {
-                        out.extend_from_slice(self.facts.methods(ty, &step.name));
-                    }
-                }
-                out.sort();
-                out.dedup();
-                out
+            Class::User(_) | Class::Trait(_) => self.class_methods(&step.name, recv),
+            // A library's type the crate extends with a trait of its own (`impl ContextExt for
+            // async_graphql::Context<'_> { fn state(&self) -> &BoxState }`): that impl runs.
+            Class::Unknown(ty) if !self.facts.methods(ty, &step.name).is_empty() => {
+                self.facts.methods(ty, &step.name).to_vec()
             }
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
@@ -155,6 +118,62 @@ impl Classifier<'_> {
                 _ => Vec::new(),
             },
         }
+    }
+
+    /// The crate bodies method `name` may run on a value of a crate struct or trait: the type's
+    /// own methods (of a trait, only production implementations when there are others), else
+    /// the default methods of the traits it implements and a trait's implementations.
+    fn class_methods(&self, name: &str, recv: &Class) -> Vec<BodyId> {
+        let (Class::User(t) | Class::Trait(t)) = recv else {
+            return Vec::new();
+        };
+        let m = self.facts.methods(t, name);
+        if !m.is_empty() {
+            // A trait's implementations: test doubles implement it too, production
+            // runs the others.
+            let production: Vec<BodyId> = m
+                .iter()
+                .copied()
+                .filter(|&b| {
+                    matches!(recv, Class::User(_))
+                        || !self
+                            .facts
+                            .body(b)
+                            .self_ty
+                            .as_deref()
+                            .is_some_and(super::names::is_test_double)
+                })
+                .collect();
+            return if production.is_empty() {
+                m.to_vec()
+            } else {
+                production
+            };
+        }
+        // A trait implemented by the type (default methods).
+        let mut out = Vec::new();
+        if self.facts.methods_named.contains_key(name) {
+            for tr in self
+                .facts
+                .traits_of
+                .get(t)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                out.extend_from_slice(self.facts.methods(tr, name));
+            }
+        }
+        if matches!(recv, Class::Trait(_))
+            && let Some(tys) = self.facts.trait_impls.get(t)
+        {
+            // Test doubles implement the trait too; production runs the others.
+            for ty in tys.iter().filter(|ty| !super::names::is_test_double(ty)) {
+                out.extend_from_slice(self.facts.methods(ty, name));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Is the chain's receiver a library's value (see [`Classifier::library_locals`]) and `b` a

@@ -247,11 +247,38 @@ impl Classifier<'_> {
             .copied()
             .filter(|&id| !self.crate_adapter(&self.facts.body(id).ident))
             .collect();
-        let [id] = callees[..] else {
-            return None;
-        };
-        self.returned_struct(id, element)
-            .map(|ty| Class::User(Name::new(ty)))
+        self.returned_class(&callees, element)
+    }
+
+    /// The class of what bodies `ids` all declare they return: a crate struct (see
+    /// [`Classifier::returned_struct`]), or a crate trait's object (`-> Box<dyn
+    /// UserEmailRepository + 'c>`, `-> Result<BoxRepository, E>` through a type alias, `-> impl
+    /// Store`). `None` when they disagree.
+    pub(super) fn returned_class(&self, ids: &[BodyId], element: bool) -> Option<Class> {
+        let (first, rest) = ids.split_first()?;
+        let class = self.returned_class_of(*first, element)?;
+        rest.iter()
+            .all(|&id| self.returned_class_of(id, element).as_ref() == Some(&class))
+            .then_some(class)
+    }
+
+    fn returned_class_of(&self, id: BodyId, element: bool) -> Option<Class> {
+        if let Some(ty) = self.returned_struct(id, element) {
+            return Some(Class::User(Name::new(ty)));
+        }
+        // Through `Result`s and the like, and the future an `async` fn written out returns
+        // (`-> impl Future<Output = Result<BoxRepository, E>>`).
+        let ret = &self.facts.body(id).ret;
+        let from = ret.iter().position(|t| {
+            let last = t.rsplit(':').next().unwrap_or(t);
+            let bare = last.trim_start_matches("impl ").trim_start_matches("dyn ");
+            !wraps_value(last, element) && bare != "Future"
+        })?;
+        // A trait the crate implements: what its implementations do is known.
+        match types::class_of(&ret[from..], self.facts, id.file, self.memo) {
+            Class::Trait(t) if self.facts.trait_impls.contains_key(&t) => Some(Class::Trait(t)),
+            _ => None,
+        }
     }
 
     /// The crate struct that body `id` declares it returns, through `Result`, `Option` and the
