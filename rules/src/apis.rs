@@ -1181,6 +1181,20 @@ pub(crate) const DB_NAME_WORDS: &[&str] = &[
 /// Functions whose result is a channel end (lowercase resolved path words).
 pub(crate) const CHANNEL_FN_WORDS: &[&str] = &["mpsc", "broadcast", "flume"];
 
+/// Steps that turn a query builder held by a local into SQL text, or hand the builder on
+/// (sea-query's `statement.build_sqlx(PostgresQueryBuilder)`, `.to_string(..)`).
+pub(crate) const STATEMENT_FINISH_STEPS: &[&str] = &[
+    "build",
+    "build_sqlx",
+    "build_any",
+    "build_any_sqlx",
+    "build_rusqlite",
+    "build_postgres",
+    "to_string",
+    "to_owned",
+    "clone",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use super::{Class, Classifier, has, types};
 use crate::apis::{
     CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS, REDIS_CONNECTION_STEPS,
-    RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, TYPE_WRAPPERS,
+    RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, STATEMENT_FINISH_STEPS, TYPE_WRAPPERS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind, Payload};
 use crate::facts::BodyId;
@@ -111,6 +111,39 @@ impl Classifier<'_> {
             }
             _ => None,
         }
+    }
+
+    /// The statement a call finishes: a builder held by a local turned into SQL text
+    /// (`let (sql, values) = statement.build_sqlx(PostgresQueryBuilder)`, `.to_string(..)`).
+    pub fn finished_statement(&self, k: u32) -> Option<SqlInfo> {
+        match &self.body.events.get(k as usize)?.kind {
+            crate::ir::EventKind::Call(c)
+                if c.func.is_empty()
+                    && !c.steps.is_empty()
+                    && c.steps
+                        .iter()
+                        .all(|s| STATEMENT_FINISH_STEPS.contains(&s.name.as_str())) =>
+            {
+                let [local] = c.recv.as_slice() else {
+                    return None;
+                };
+                self.sql_locals.get(local).cloned()
+            }
+            _ => None,
+        }
+    }
+
+    /// A statement's tables named by a string const of the crate (`.table(USER_TABLE)` in a
+    /// sea-query builder, kept as written) are the tables the consts name.
+    pub fn with_table_consts(&self, mut sql: SqlInfo) -> SqlInfo {
+        for t in &mut sql.tables {
+            if !t.chars().any(|c| c.is_lowercase())
+                && let Some(v) = self.facts.str_consts.get(t.as_str())
+            {
+                *t = Name::from(v.to_ascii_lowercase());
+            }
+        }
+        sql
     }
 
     /// The SQL text the crate's SQL-building fn (or SQL const) `path` stands for, by its last

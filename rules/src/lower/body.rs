@@ -190,6 +190,8 @@ impl BodyLowerer<'_, '_> {
                                 texts.iter().find_map(|s| sql::classify(s))
                             })
                             .map(Box::new)
+                            // A statement made with sea-query's builder.
+                            .or_else(|| super::sea_query::statement(&init.expr).map(Box::new))
                     };
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
                     let lit = struct_lit(&init.expr);

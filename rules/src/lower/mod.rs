@@ -13,6 +13,7 @@ mod macros;
 mod modules;
 mod places;
 mod prefilter;
+mod sea_query;
 mod spans;
 mod types;
 

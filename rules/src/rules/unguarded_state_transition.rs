@@ -19,7 +19,8 @@ declare_rule! {
     /// Flags an update of a record's state column — SQL `UPDATE .. SET status = ..`, diesel
     /// `.set(status.eq(..))` or `.set(&change)` (the fields a struct literal gave the changeset,
     /// not those left `None`; for a value typed as a model, its fields that are not `Option`s),
-    /// sea-orm `col_expr(Column::Status, ..)` or a model whose `status` field is set, a Redis
+    /// sea-orm `col_expr(Column::Status, ..)` or a model whose `status` field is set, a sea-query
+    /// builder (`Query::update().table(Orders::Table).value(Orders::Status, ..)`), a Redis
     /// `HSET job:{id} state ..` — whose filter holds only the record's key:
     /// no expected current state, no version, generation, owner or lease. A column is a state
     /// column when it is named like one (status, state, stage, phase, step, lifecycle; not a
