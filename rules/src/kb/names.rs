@@ -140,6 +140,7 @@ const TOKEN_WORDS: &[&str] = &[
     "redemption",
     "ticket",
     "reset",
+    "recovery",
     "verification",
     "activation",
 ];
@@ -158,7 +159,12 @@ pub fn is_token_name(name: &str) -> bool {
     }
     let mut prev = String::new();
     words(name).any(|w| {
-        let w = w.trim_end_matches('s');
+        // Plurals: `tickets`, `account_recoveries`.
+        let singular = match w.strip_suffix("ies") {
+            Some(stem) => format!("{stem}y"),
+            None => w.trim_end_matches('s').to_string(),
+        };
+        let w = singular.as_str();
         // A code that is a one-time credential by what it is for (`auth_code`,
         // `DeviceCode`, `email_verification_codes`); `code` alone is too common.
         let one_time_code = w == "code" && CODE_KINDS.contains(&prev.trim_end_matches('s'));
