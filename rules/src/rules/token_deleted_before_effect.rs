@@ -22,6 +22,10 @@ declare_rule! {
     /// transaction does not save: the token checked by a plain read (no `FOR UPDATE`), then
     /// deleted with the deletion's result ignored (no rows-affected test, no `DELETE ..
     /// RETURNING` demanding a row), and the effect made after it in the same transaction.
+    /// A token is named so (a token, code, ticket, voucher, reset or recovery table, key or
+    /// column), or is a row found by such a column (`SELECT .. FROM grants WHERE
+    /// authorization_code = $1`) and later marked used by its key (`SET exchanged_at = now()`,
+    /// `used = true`): that mark is the token's consumption.
     /// And the token kept in a column of another row (`users.reset_token`), found by it and
     /// then cleared by the row's key (`SET reset_token = NULL WHERE id = $1`, a sea-orm model's
     /// `reset_token = Set(None)` saved): that update matches whether or not the token is still
@@ -167,9 +171,55 @@ fn effect_at<'a>(
     })
 }
 
-/// A token deleted or consumed.
+/// A token deleted or consumed, or a token row found that may be marked used later.
 fn applies(cx: &RuleCx<'_>) -> bool {
-    cx.kinds().has(EffectKind::Write) && cx.effects().any_order().any(is_delete)
+    cx.kinds().has(EffectKind::Write)
+        && cx
+            .effects()
+            .any_order()
+            .any(|e| is_delete(e) || e.token && e.kind == EffectKind::Read)
+}
+
+/// The write at `d` marks used a token row this body found by its token: an update of the
+/// table an earlier token read looked the row up in (`SELECT .. FROM grants WHERE
+/// authorization_code = $1`), keyed by what that read returned, that sets a consumption mark
+/// (`exchanged_at`, `used_at`, `redeemed = true`). The table's name need not say token: the
+/// column it was found by does. That write, taken as the token's consumption.
+fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
+    let w = cx.effs(d).find(|e| {
+        e.kind == EffectKind::Write
+            && !e.token
+            && !e.in_memory
+            && e.sql == Some(crate::sql::SqlKind::Update)
+            && e.table.is_some()
+            && e.sets
+                .iter()
+                .any(|a| is_consumption_mark(&a.column, &a.value))
+    })?;
+    let found = (0..d).any(|r| {
+        !cx.detached(r)
+            && cx.effs(r).any(|e| {
+                e.kind == EffectKind::Read && e.token && !e.in_memory && e.table == w.table
+            })
+            && query::depends_on(cx.body, d, r)
+    });
+    found.then(|| {
+        let mut e = w.clone();
+        e.token = true;
+        e
+    })
+}
+
+/// A column set to say a one-time thing was used: a time named for its use (`used_at`,
+/// `consumed_at`, `exchanged_at`, `redeemed_at`, `spent_at`), or such a flag set true.
+fn is_consumption_mark(column: &str, value: &AssignedValue) -> bool {
+    let words: Vec<String> = crate::kb::names::words(column).collect();
+    let used = |w: &str| matches!(w, "used" | "consumed" | "exchanged" | "redeemed" | "spent");
+    match words.as_slice() {
+        [.., verb, at] if at == "at" || at == "on" || at == "time" => used(verb),
+        [.., flag] => used(flag) && matches!(value, AssignedValue::Const(v) if v == "true"),
+        [] => false,
+    }
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
@@ -180,11 +230,19 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if cx.detached(d) {
             continue;
         }
-        let Some(del) = cx
+        let marked;
+        let del = match cx
             .effs(d)
             .find(|e| is_delete(e) && !callee_owns(cx, e) && !login_state(e))
-        else {
-            continue;
+        {
+            Some(del) => del,
+            None => match marks_found_token_used(cx, d) {
+                Some(e) if !callee_owns(cx, &e) => {
+                    marked = e;
+                    &marked
+                }
+                _ => continue,
+            },
         };
         if covered_by_attribute(cx, d, key_places.as_ref()) {
             continue;
@@ -651,7 +709,9 @@ fn callee_owns(cx: &RuleCx<'_>, del: &Effect) -> bool {
     cx.krate.summary(c).is_some_and(|s| {
         s.effects.iter().any(|e| match e.effect.kind {
             EffectKind::Remote => true,
-            EffectKind::Write => !e.effect.token,
+            // A mark of a found token row (see `marks_found_token_used`) is no token write by
+            // its table's name: it is not the callee's own effect either.
+            EffectKind::Write => !(e.effect.token || del.token && e.effect.table == del.table),
             _ => false,
         })
     })
