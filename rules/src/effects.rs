@@ -108,6 +108,14 @@ impl AssignedValue {
             _ => AssignedValue::Unknown,
         }
     }
+
+    /// The constant, when the value is one.
+    pub fn constant(&self) -> Option<&str> {
+        match self {
+            AssignedValue::Const(v) => Some(v.as_str()),
+            _ => None,
+        }
+    }
 }
 
 /// One classified effect of an event.

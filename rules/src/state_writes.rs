@@ -5,8 +5,8 @@
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
 use crate::kb::names::{
-    is_deletion_marker, is_fencing_column, is_in_progress_value, is_state_column, is_state_value,
-    is_time_column, is_work,
+    is_consumption_mark, is_deletion_marker, is_fencing_column, is_in_progress_value,
+    is_state_column, is_state_value, is_time_column, is_work,
 };
 use crate::query;
 use crate::rules::RuleCx;
@@ -20,6 +20,9 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
     e.sets.iter().find(|a| {
         is_state_column(&a.column) && !in_postal_address(e)
             || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v))
+            // A one-time record marked used (`SET exchanged_at = now()`): it moves from unused
+            // to used once.
+            || is_consumption_mark(&a.column, a.value.constant())
     })
 }
 
@@ -200,8 +203,11 @@ pub(crate) fn only_transition(cx: &RuleCx<'_>, e: &Effect, state: &Assigned) -> 
     let (Some(table), AssignedValue::Const(v)) = (e.table.as_deref(), &state.value) else {
         return false;
     };
-    // A change relative to the row's own value is made again by a second write.
-    !changes_relatively(e) && cx.krate.only_value(table, &state.column) == Some(v)
+    // A change relative to the row's own value is made again by a second write. A one-time
+    // record marked used (`SET used = true`) should refuse the second use, not repeat it.
+    !changes_relatively(e)
+        && !is_consumption_mark(&state.column, Some(v))
+        && cx.krate.only_value(table, &state.column) == Some(v)
 }
 
 /// Is this a holder's write to a work row the crate hands out one holder at a time, and never

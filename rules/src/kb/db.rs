@@ -681,7 +681,7 @@ fn keyed_exactly(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> boo
 }
 
 /// The query a plain local holds, when the body bound it to a diesel table's query (`let target
-/// = invites::table.filter(invites::code.eq(code))`).
+/// = invites::table.filter(invites::code.eq(code))`, also through the table's `dsl` module).
 fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<&'b Call> {
     if local.contains(['.', ':']) {
         return None;
@@ -693,7 +693,10 @@ fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<&'b Call> {
             match &events.get(k as usize)?.kind {
                 crate::ir::EventKind::Call(q)
                     if q.func.is_empty()
-                        && q.recv.last().is_some_and(|r| r == "table")
+                        // `invites::table`, or the table through its `dsl` module
+                        // (`upload_tokens::dsl::upload_tokens`).
+                        && (q.recv.last().is_some_and(|r| r == "table")
+                            || q.recv.len() >= 2 && q.recv.iter().any(|r| r == "dsl"))
                         && !q.steps.is_empty() =>
                 {
                     Some(&**q)

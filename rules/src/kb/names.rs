@@ -817,6 +817,20 @@ pub fn is_conflict_variant(value: &str) -> bool {
         || is_unique_violation_value(last)
 }
 
+/// A column set to say a one-time thing was used: the time of its use (`used_at`,
+/// `consumed_at`, `exchanged_at`, `redeemed_at`, `spent_at`; not a `last_used_at`, which any
+/// use moves), or such a flag (`used`, `redeemed`) set to `true`.
+pub fn is_consumption_mark(column: &str, set_to: Option<&str>) -> bool {
+    let words: Vec<String> = words(column).collect();
+    let used = |w: &str| matches!(w, "used" | "consumed" | "exchanged" | "redeemed" | "spent");
+    match words.as_slice() {
+        [.., last, _, _] if last == "last" => false,
+        [.., verb, at] if at == "at" => used(verb),
+        [.., flag] => used(flag) && set_to == Some("true"),
+        [] => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

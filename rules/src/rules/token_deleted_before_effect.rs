@@ -7,7 +7,7 @@ use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{AssignedValue, Effect, EffectKind};
 use crate::facts::BodyId;
 use crate::ir::EventKind;
-use crate::kb::names::is_token_name;
+use crate::kb::names::{is_consumption_mark, is_token_name};
 use crate::name::Name;
 use crate::query;
 use crate::redis_calls;
@@ -194,7 +194,7 @@ fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
             && e.table.is_some()
             && e.sets
                 .iter()
-                .any(|a| is_consumption_mark(&a.column, &a.value))
+                .any(|a| is_consumption_mark(&a.column, a.value.constant()))
     })?;
     let found = (0..d).any(|r| {
         !cx.detached(r)
@@ -208,18 +208,6 @@ fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
         e.token = true;
         e
     })
-}
-
-/// A column set to say a one-time thing was used: a time named for its use (`used_at`,
-/// `consumed_at`, `exchanged_at`, `redeemed_at`, `spent_at`), or such a flag set true.
-fn is_consumption_mark(column: &str, value: &AssignedValue) -> bool {
-    let words: Vec<String> = crate::kb::names::words(column).collect();
-    let used = |w: &str| matches!(w, "used" | "consumed" | "exchanged" | "redeemed" | "spent");
-    match words.as_slice() {
-        [.., verb, at] if at == "at" || at == "on" || at == "time" => used(verb),
-        [.., flag] => used(flag) && matches!(value, AssignedValue::Const(v) if v == "true"),
-        [] => false,
-    }
 }
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
