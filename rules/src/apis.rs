@@ -1195,6 +1195,10 @@ pub(crate) const STATEMENT_FINISH_STEPS: &[&str] = &[
     "clone",
 ];
 
+/// The last step of a call that reads the clock (`clock.now()`, `Utc::now()`,
+/// `OffsetDateTime::now_utc()`).
+pub(crate) const CLOCK_STEPS: &[&str] = &["now", "now_utc", "now_local", "utc_now"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,9 @@ pub(crate) struct Classifier<'a> {
     /// (`err: sqlx::Error`), and what is taken out of one by a pattern or a field
     /// (`sqlx::Error::Database(db_err) => ..`). Only an extension trait's method runs on them.
     pub library_locals: Vec<Name>,
+    /// Locals holding the current time (`let now = clock.now();`, `Utc::now()`): a column
+    /// given one is stamped with the time, as SQL's `now()` stamps it.
+    pub now_locals: Vec<Name>,
     /// The classifying thread's type-class memo.
     pub memo: &'a types::Memo,
 }
@@ -93,6 +96,7 @@ pub fn classify_body(
         model_sets: FxHashMap::default(),
         request_verbs: FxHashMap::default(),
         library_locals: Vec::new(),
+        now_locals: Vec::new(),
         memo,
     };
     let mut tx_param = None;
@@ -231,7 +235,19 @@ pub fn classify_body(
                         let root = d.split('.').next().unwrap_or(d);
                         cx.library_locals.iter().any(|l| l == root)
                     });
+                // `let now = clock.now();`, `let at = Utc::now();`: one call whose last step
+                // reads the clock.
+                let now = b.names.len() == 1
+                    && matches!(b.calls.as_slice(), [k] if matches!(&body.events[*k as usize].kind,
+                        EventKind::Call(c) if c.steps.last().is_some_and(|s| crate::apis::CLOCK_STEPS.contains(&s.name.as_str()))));
                 for name in &b.names {
+                    if now {
+                        if !cx.now_locals.contains(name) {
+                            cx.now_locals.push(name.clone());
+                        }
+                    } else {
+                        cx.now_locals.retain(|l| l != name);
+                    }
                     if from_library {
                         if !cx.library_locals.contains(name) {
                             cx.library_locals.push(name.clone());

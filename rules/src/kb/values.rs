@@ -21,6 +21,7 @@ impl Classifier<'_> {
             return AssignedValue::Const(v.clone());
         }
         match (a.paths.as_slice(), a.calls().is_empty() && a.ev.is_none()) {
+            ([one], true) if self.now_locals.contains(one) => AssignedValue::Now,
             ([one], true) => self.param_value(one),
             _ => AssignedValue::Unknown,
         }

@@ -101,6 +101,14 @@ pub(super) fn unprotected(
                     })
                 })
                 .flatten(),
+            // A write that only stamps the time takes nothing from the read but its key: the
+            // test must be of the stamp itself (a set-once mark checked, then set).
+            None if plain_stamp(write) => tests.iter().copied().find(|&c| {
+                value_test(c)
+                    && tested_fields(cx, c)
+                        .iter()
+                        .any(|f| write.sets.iter().any(|a| a.column == *f))
+            }),
             None => tests
                 .iter()
                 .copied()
@@ -165,6 +173,18 @@ fn stale_flip<'e>(cx: &RuleCx<'_>, write: &'e Effect) -> Option<&'e Assigned> {
     (!state_writes::guarded_filter(write, &state.column)
         && !state_writes::only_transition(cx, write, state))
     .then_some(state)
+}
+
+/// Does the write only stamp the current time (`SET ended_at = $2` with the clock's `now`), by
+/// a filter that does not hold the stamp (not a compare-and-set on it)? Then the row read gives
+/// it nothing but its key: two racing writers stamp the same moment, and only a test of the
+/// stamp itself makes the race matter.
+fn plain_stamp(write: &Effect) -> bool {
+    !write.sets.is_empty()
+        && write
+            .sets
+            .iter()
+            .all(|a| a.value == AssignedValue::Now && !write.where_cols.contains(&a.column))
 }
 
 /// The fields the test at `c` looks at: the segments after the root of each path it reads
