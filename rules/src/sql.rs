@@ -94,6 +94,28 @@ pub struct Advisory {
 }
 
 impl SqlInfo {
+    /// A statement of `kind` of which nothing else is known yet.
+    pub fn of(kind: SqlKind) -> SqlInfo {
+        SqlInfo {
+            kind,
+            tables: Vec::new(),
+            locking: false,
+            set_cols: Vec::new(),
+            assigns: Vec::new(),
+            where_cols: Vec::new(),
+            cte_where_cols: Vec::new(),
+            filtered: false,
+            on_conflict_nothing: false,
+            upsert: false,
+            returning: false,
+            serializable: false,
+            cte_writes: false,
+            counts: false,
+            ordered: false,
+            advisory: None,
+        }
+    }
+
     /// The main table (first one named).
     pub fn table(&self) -> Option<&str> {
         self.tables.first().map(Name::as_str)
@@ -311,21 +333,7 @@ const CLAUSE_END: &[&str] = &[
 
 fn analyse(toks: &[Tok]) -> SqlInfo {
     let mut info = SqlInfo {
-        kind: SqlKind::Other,
-        tables: Vec::new(),
-        locking: false,
-        set_cols: Vec::new(),
-        assigns: Vec::new(),
-        where_cols: Vec::new(),
-        cte_where_cols: Vec::new(),
-        cte_writes: false,
-        filtered: false,
-        on_conflict_nothing: false,
-        upsert: false,
-        returning: false,
         serializable: toks.iter().any(|t| t.is_kw("serializable")),
-        counts: false,
-        ordered: false,
         advisory: toks.iter().find_map(|t| match t {
             Tok::Word(w, false) => {
                 let (session, attempt, unlock) = match w.as_str() {
@@ -346,6 +354,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             }
             _ => None,
         }),
+        ..SqlInfo::of(SqlKind::Other)
     };
     // The statement's verb: the first top-level verb after an optional WITH clause.
     let mut depth = 0i32;

@@ -428,7 +428,7 @@ pub(super) fn is_deferred(e: &Expr) -> bool {
 
 /// A column's name in snake_case: sea-orm's `Column::TokenId` is the column `token_id`;
 /// diesel's `orders::status` stays as written.
-fn snake_case(col: &str) -> Name {
+pub(super) fn snake_case(col: &str) -> Name {
     let mut s = String::with_capacity(col.len() + 4);
     let mut prev_lower = false;
     for c in col.chars() {

@@ -50,24 +50,7 @@ pub(super) fn statement(e: &Expr) -> Option<SqlInfo> {
         "delete" => SqlKind::Delete,
         _ => return None,
     };
-    let mut info = SqlInfo {
-        kind,
-        tables: Vec::new(),
-        locking: false,
-        set_cols: Vec::new(),
-        assigns: Vec::new(),
-        where_cols: Vec::new(),
-        cte_where_cols: Vec::new(),
-        filtered: false,
-        on_conflict_nothing: false,
-        upsert: false,
-        returning: false,
-        serializable: false,
-        cte_writes: false,
-        counts: false,
-        ordered: false,
-        advisory: None,
-    };
+    let mut info = SqlInfo::of(kind);
     // An insert's columns, matched with its first row of values.
     let mut columns: Vec<Name> = Vec::new();
     let mut row: Vec<SqlValue> = Vec::new();
@@ -200,7 +183,7 @@ fn iden_table(owner: &str) -> Name {
         .or_else(|| owner.strip_suffix("Def"))
         .filter(|b| !b.is_empty())
         .unwrap_or(owner);
-    snake(bare)
+    super::chain::snake_case(bare)
 }
 
 /// A column identifier: `Users::Status`, `(Users::Table, Users::Status)`, `Expr::col(..)`, a
@@ -209,7 +192,7 @@ fn column_of(e: &Expr) -> Option<Name> {
     match e {
         Expr::Path(p) if p.qself.is_none() && p.path.segments.len() >= 2 => {
             let last = p.path.segments.last_item()?.ident.to_string();
-            (last != "Table").then(|| snake(&last))
+            (last != "Table").then(|| super::chain::snake_case(&last))
         }
         Expr::Tuple(t) => t.elems.last_item().and_then(column_of),
         Expr::Lit(l) => match &l.lit {
@@ -335,20 +318,6 @@ fn does_nothing(e: &Expr, depth: u32) -> bool {
             Expr::Paren(p) => does_nothing(&p.expr, depth + 1),
             _ => false,
         }
-}
-
-/// `UsedBytes` is `used_bytes`.
-fn snake(s: &str) -> Name {
-    let mut out = String::with_capacity(s.len() + 4);
-    let mut prev_lower = false;
-    for c in s.chars() {
-        if c.is_uppercase() && prev_lower {
-            out.push('_');
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        out.push(c.to_ascii_lowercase());
-    }
-    Name::from(out)
 }
 
 #[cfg(test)]
