@@ -308,9 +308,20 @@ impl Classifier<'_> {
             let bare = last.trim_start_matches("impl ").trim_start_matches("dyn ");
             !wraps_value(last, element) && bare != "Future"
         })?;
-        // A trait the crate implements: what its implementations do is known.
+        // A trait the crate implements a few times (a repository with its PostgreSQL and SQLite
+        // stores): what its implementations do is known. Which of many (a plugin point) runs
+        // is not, and is not guessed.
         match types::class_of(&ret[from..], self.facts, id.file, self.memo) {
-            Class::Trait(t) if self.facts.trait_impls.contains_key(&t) => Some(Class::Trait(t)),
+            Class::Trait(t)
+                if self.facts.trait_impls.get(&t).is_some_and(|tys| {
+                    tys.iter()
+                        .filter(|ty| !super::names::is_test_double(ty))
+                        .count()
+                        <= MAX_RETURNED_IMPLS
+                }) =>
+            {
+                Some(Class::Trait(t))
+            }
             _ => None,
         }
     }
@@ -490,6 +501,9 @@ impl Classifier<'_> {
 
 /// Does the declared result type `t` wrap the value rather than name it (`Result`, `Option`,
 /// `Arc`, a `..Result` alias; with `element`, a list whose element the binding is)?
+/// The most implementations of a returned trait object that a call is resolved to.
+const MAX_RETURNED_IMPLS: usize = 4;
+
 fn wraps_value(t: &str, element: bool) -> bool {
     TYPE_WRAPPERS.contains(&t)
         || t == "Result"
