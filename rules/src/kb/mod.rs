@@ -73,6 +73,13 @@ pub(crate) fn has(hay: &str, needle: &str) -> bool {
         && (0..=h.len() - n.len()).any(|i| h[i..i + n.len()].iter().zip(n).all(|(a, b)| a == b))
 }
 
+/// Is the `let` bound from one call whose last step reads the clock (`let now = clock.now();`,
+/// `let at = Utc::now();`)?
+fn reads_clock(body: &Body, b: &crate::ir::Bind) -> bool {
+    matches!(b.calls.as_slice(), [k] if matches!(&body.events[*k as usize].kind,
+        EventKind::Call(c) if c.steps.last().is_some_and(|s| crate::apis::CLOCK_STEPS.contains(&s.name.as_str()))))
+}
+
 /// Classifies every call event of a body.
 pub fn classify_body(
     facts: &Facts,
@@ -235,11 +242,7 @@ pub fn classify_body(
                         let root = d.split('.').next().unwrap_or(d);
                         cx.library_locals.iter().any(|l| l == root)
                     });
-                // `let now = clock.now();`, `let at = Utc::now();`: one call whose last step
-                // reads the clock.
-                let now = b.names.len() == 1
-                    && matches!(b.calls.as_slice(), [k] if matches!(&body.events[*k as usize].kind,
-                        EventKind::Call(c) if c.steps.last().is_some_and(|s| crate::apis::CLOCK_STEPS.contains(&s.name.as_str()))));
+                let now = b.names.len() == 1 && reads_clock(body, b);
                 for name in &b.names {
                     if now {
                         if !cx.now_locals.contains(name) {
