@@ -62,9 +62,10 @@ impl Classifier<'_> {
             // name; `repo.user_email().count(..)`, where every `user_email` returns a `Box<dyn
             // UserEmailRepository>`, runs that trait's implementations of `count`.
             let typed = match self.returned_class(&prev, false) {
-                Some(Class::User(ty)) => {
-                    Some(self.facts.methods(&ty, &step.name).to_vec()).filter(|m| m.len() == 1)
-                }
+                Some(Class::User(ty)) => match self.facts.methods(&ty, &step.name) {
+                    [one] => Some(vec![*one]),
+                    _ => None,
+                },
                 Some(class @ Class::Trait(_)) => {
                     Some(self.class_methods(&step.name, &class)).filter(|m| !m.is_empty())
                 }
@@ -97,13 +98,16 @@ impl Classifier<'_> {
         let Some(step) = call.steps.first() else {
             return Vec::new();
         };
+        // A library's type the crate extends with a trait of its own (`impl ContextExt for
+        // async_graphql::Context<'_> { fn state(&self) -> &BoxState }`): that impl runs.
+        if let Class::Unknown(ty) = recv {
+            let m = self.facts.methods(ty, &step.name);
+            if !m.is_empty() {
+                return m.to_vec();
+            }
+        }
         match recv {
             Class::User(_) | Class::Trait(_) => self.class_methods(&step.name, recv),
-            // A library's type the crate extends with a trait of its own (`impl ContextExt for
-            // async_graphql::Context<'_> { fn state(&self) -> &BoxState }`): that impl runs.
-            Class::Unknown(ty) if !self.facts.methods(ty, &step.name).is_empty() => {
-                self.facts.methods(ty, &step.name).to_vec()
-            }
             // A method defined once in the crate (an extension trait on a library type, or a
             // receiver of unknown type).
             _ => match self.facts.methods_named.get(step.name.as_str()) {

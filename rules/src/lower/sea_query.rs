@@ -18,38 +18,17 @@ use crate::sql::{SqlInfo, SqlKind, SqlValue};
 /// The statement a sea-query builder chain makes, when `e` is one (through `&`, `?`, `.await`
 /// and the builder's finishing steps: `.to_owned()`, `.build_sqlx(..)`, `.to_string(..)`).
 pub(super) fn statement(e: &Expr) -> Option<SqlInfo> {
-    // The steps, outermost first, down to the chain's root call.
+    // Every `let` asks: find the chain's root call first, allocating nothing.
+    let kind = root_kind(e)?;
+    // The steps, outermost first, down to the root.
     let mut steps: Vec<&ExprMethodCall> = Vec::new();
     let mut at = e;
-    let root = loop {
-        match at {
-            Expr::MethodCall(m) => {
-                steps.push(m);
-                at = &m.receiver;
-            }
-            Expr::Reference(r) => at = &r.expr,
-            Expr::Paren(p) => at = &p.expr,
-            Expr::Try(t) => at = &t.expr,
-            Expr::Await(a) => at = &a.base,
-            Expr::Call(c) => break c,
-            _ => return None,
+    while let Some(next) = inner(at) {
+        if let Expr::MethodCall(m) = at {
+            steps.push(m);
         }
-    };
-    let Expr::Path(f) = &*root.func else {
-        return None;
-    };
-    let mut segs = f.path.segments.each().rev();
-    let verb = segs.next()?.ident.to_string();
-    if segs.next()?.ident != "Query" || !root.args.is_empty() {
-        return None;
+        at = next;
     }
-    let kind = match verb.as_str() {
-        "select" => SqlKind::Select,
-        "insert" => SqlKind::Insert,
-        "update" => SqlKind::Update,
-        "delete" => SqlKind::Delete,
-        _ => return None,
-    };
     let mut info = SqlInfo::of(kind);
     // An insert's columns, matched with its first row of values.
     let mut columns: Vec<Name> = Vec::new();
@@ -123,6 +102,50 @@ pub(super) fn statement(e: &Expr) -> Option<SqlInfo> {
     }
     // A table is what every statement names; a builder without one is not read.
     (!info.tables.is_empty()).then_some(info)
+}
+
+/// What the chain `e` is made of, one level down: a step's receiver, or what `&`, `( )`, `?`
+/// and `.await` wrap. `None` at the root.
+fn inner(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::MethodCall(m) => Some(&m.receiver),
+        Expr::Reference(r) => Some(&r.expr),
+        Expr::Paren(p) => Some(&p.expr),
+        Expr::Try(t) => Some(&t.expr),
+        Expr::Await(a) => Some(&a.base),
+        _ => None,
+    }
+}
+
+/// The statement kind of the chain's root call, when it is sea-query's `Query::select()`,
+/// `insert()`, `update()` or `delete()`.
+fn root_kind(e: &Expr) -> Option<SqlKind> {
+    let mut at = e;
+    while let Some(next) = inner(at) {
+        at = next;
+    }
+    let Expr::Call(root) = at else {
+        return None;
+    };
+    let Expr::Path(f) = &*root.func else {
+        return None;
+    };
+    let mut segs = f.path.segments.each().rev();
+    let verb = segs.next()?;
+    if segs.next()?.ident != "Query" || !root.args.is_empty() {
+        return None;
+    }
+    if verb.ident == "select" {
+        Some(SqlKind::Select)
+    } else if verb.ident == "insert" {
+        Some(SqlKind::Insert)
+    } else if verb.ident == "update" {
+        Some(SqlKind::Update)
+    } else if verb.ident == "delete" {
+        Some(SqlKind::Delete)
+    } else {
+        None
+    }
 }
 
 fn set(info: &mut SqlInfo, column: Name, value: SqlValue) {

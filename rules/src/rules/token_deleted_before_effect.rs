@@ -697,9 +697,9 @@ fn callee_owns(cx: &RuleCx<'_>, del: &Effect) -> bool {
     cx.krate.summary(c).is_some_and(|s| {
         s.effects.iter().any(|e| match e.effect.kind {
             EffectKind::Remote => true,
-            // A mark of a found token row (see `marks_found_token_used`) is no token write by
-            // its table's name: it is not the callee's own effect either.
-            EffectKind::Write => !(e.effect.token || del.token && e.effect.table == del.table),
+            // A write of the token's own table is its consumption, not the callee's own effect
+            // (a row found by its code and marked used: see `marks_found_token_used`).
+            EffectKind::Write => !(e.effect.token || e.effect.table == del.table),
             _ => false,
         })
     })
