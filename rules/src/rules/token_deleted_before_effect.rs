@@ -238,10 +238,15 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if claims.iter().any(|&c| c < d) {
             continue;
         }
-        // The token is put back (or marked) later in the body: a failed effect stays retryable.
+        // The token is put back (or marked) later on the deletion's path: a failed effect stays
+        // retryable. A write of the token's table on another path (the branch that found the
+        // token not yet usable saves it back) puts nothing back.
+        let end = cx.reach_end(d);
+        let elsewhere = cx.alternatives_of(d);
         let restored = del.table.is_some()
-            && (d + 1..n).any(|w| {
-                cx.effs(w).any(|e| {
+            && (d + 1..end).any(|w| {
+                !elsewhere.iter().any(|&(a, b)| (a..=b).contains(&w))
+                    && cx.effs(w).any(|e| {
                     e.kind == EffectKind::Write
                         && !e.delete
                         && e.table.is_some()
@@ -253,8 +258,6 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
         // Deleted before the effect it guards: the deletion is the claim (its result is tested or
         // used, or the token was checked before), and an effect follows on the same path.
-        let end = cx.reach_end(d);
-        let elsewhere = cx.alternatives_of(d);
         if guards(cx, d, del)
             && !single_use_grant(del)
             && let Some((e, eff)) = (d + 1..end)
