@@ -439,6 +439,8 @@ pub(super) fn classify(
         .with_table(table);
         e.insert = head == "insert";
         e.delete = head == "delete";
+        // A model of a token table deleted (`invite.delete(db)`): the token consumed.
+        e.token = e.table.as_deref().is_some_and(is_token_name);
         e.sets = call
             .recv
             .first()

@@ -238,9 +238,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if claims.iter().any(|&c| c < d) {
             continue;
         }
-        // The token is put back (or marked) later on the deletion's path: a failed effect stays
-        // retryable. A write of the token's table on another path (the branch that found the
-        // token not yet usable saves it back) puts nothing back.
+        // The token is put back (or marked) later on the deletion's path, by this body: a failed
+        // effect stays retryable. A write of the token's table on another path (the branch that
+        // found the token not yet usable saves it back) puts nothing back, nor does a callee that
+        // writes the table somewhere inside (a dispatcher one of whose arms issues new tokens).
         let end = cx.reach_end(d);
         let elsewhere = cx.alternatives_of(d);
         let restored = del.table.is_some()
@@ -248,6 +249,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 !elsewhere.iter().any(|&(a, b)| (a..=b).contains(&w))
                     && cx.effs(w).any(|e| {
                     e.kind == EffectKind::Write
+                        && e.via.is_none()
                         && !e.delete
                         && e.table.is_some()
                         && e.table == del.table
