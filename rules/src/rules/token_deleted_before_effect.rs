@@ -171,20 +171,27 @@ fn effect_at<'a>(
     })
 }
 
-/// A token deleted or consumed, or a token row found that may be marked used later.
+/// A token deleted or consumed, a token row found that may be marked used later, or a row
+/// marked used.
 fn applies(cx: &RuleCx<'_>) -> bool {
     cx.kinds().has(EffectKind::Write)
-        && cx
-            .effects()
-            .any_order()
-            .any(|e| is_delete(e) || e.token && e.kind == EffectKind::Read)
+        && cx.effects().any_order().any(|e| {
+            is_delete(e)
+                || e.token && e.kind == EffectKind::Read
+                || e.kind == EffectKind::Write
+                    && e.sets
+                        .iter()
+                        .any(|a| is_consumption_mark(&a.column, a.value.constant()))
+        })
 }
 
 /// The write at `d` marks used a token row this body found by its token: an update of the
 /// table an earlier token read looked the row up in (`SELECT .. FROM grants WHERE
 /// authorization_code = $1`), keyed by what that read returned, that sets a consumption mark
 /// (`exchanged_at`, `used_at`, `redeemed = true`). The table's name need not say token: the
-/// column it was found by does. That write, taken as the token's consumption.
+/// column it was found by does, or the read itself picked a row not yet marked (`WHERE code =
+/// $1 AND redeemed_at IS NULL`: a row used once, whatever it is called). That write, taken as
+/// the token's consumption.
 fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
     let w = cx.effs(d).find(|e| {
         e.kind == EffectKind::Write
@@ -199,7 +206,10 @@ fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
     let found = (0..d).any(|r| {
         !cx.detached(r)
             && cx.effs(r).any(|e| {
-                e.kind == EffectKind::Read && e.token && !e.in_memory && e.table == w.table
+                e.kind == EffectKind::Read
+                    && !e.in_memory
+                    && e.table == w.table
+                    && (e.token || picks_unmarked(e, w))
             })
             && query::depends_on(cx.body, d, r)
     });
@@ -207,6 +217,16 @@ fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
         let mut e = w.clone();
         e.token = true;
         e
+    })
+}
+
+/// Does the read pick rows by the consumption mark that `mark` sets (`.. AND redeemed_at IS
+/// NULL`, then `SET redeemed_at = now()`)? Then the row is used once, and the read is its check.
+fn picks_unmarked(read: &Effect, mark: &Effect) -> bool {
+    read.where_cols.iter().any(|c| {
+        mark.sets
+            .iter()
+            .any(|a| a.column == *c && is_consumption_mark(c, a.value.constant()))
     })
 }
 
@@ -288,7 +308,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             !cx.detached(c)
                 && cx.effs(c).any(|e| {
                     e.kind == EffectKind::Read
-                        && e.token
+                        && (e.token || picks_unmarked(e, del))
                         && query::same_state(e.table.as_deref(), del.table.as_deref())
                 })
         });
@@ -763,7 +783,7 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
             .any(|c| {
                 cx.effs(c).any(|e| {
                     e.kind == EffectKind::Read
-                        && e.token
+                        && (e.token || picks_unmarked(e, del))
                         && query::same_state(e.table.as_deref(), del.table.as_deref())
                 })
             })
