@@ -257,19 +257,24 @@ pub fn derived(body: &Body, from: u32) -> FxHashSet<Name> {
     let mut set: FxHashSet<Name> = FxHashSet::default();
     for ev in &body.events[from as usize..] {
         if let EventKind::Bind(b) = &ev.kind {
-            let direct = b.calls.contains(&from);
-            let via = b.deps.iter().any(|d| set.contains(first(d)));
-            if direct || via {
-                set.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
-            } else {
-                // Shadowed by a value that does not come from the read.
-                for n in &b.names {
-                    set.remove(n);
-                }
-            }
+            derive_step(&mut set, b, from);
         }
     }
     set
+}
+
+/// One binding's part in [`derived`]: its names join the set when bound from call `from` or
+/// from a local in the set, and leave it when shadowed by a value that does not come from it.
+fn derive_step(set: &mut FxHashSet<Name>, b: &crate::ir::Bind, from: u32) {
+    let direct = b.calls.contains(&from);
+    let via = b.deps.iter().any(|d| set.contains(first(d)));
+    if direct || via {
+        set.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
+    } else {
+        for n in &b.names {
+            set.remove(n);
+        }
+    }
 }
 
 /// [`derived`] as it stands at event `to`: a local bound inside a branch that always leaves
@@ -349,13 +354,20 @@ pub fn last(path: &str) -> &str {
 /// Events (after `from`) that test the result of call `from`: conditions on a derived local, or
 /// conditions whose own calls include it (`if q.execute().await?.rows_affected() == 0`).
 pub fn tests_of(body: &Body, from: u32) -> Vec<u32> {
-    let set = derived(body, from);
+    // The locals derived from the result as they stand at each test: a later binding of the
+    // same name (`.map_err(|e| ..)` after `if e.is_unique_violation()`) shadows it only from
+    // there on.
+    let mut set: FxHashSet<Name> = FxHashSet::default();
     let mut out = Vec::new();
     for (i, ev) in body.events.iter().enumerate().skip(from as usize) {
-        if let EventKind::Cond(t) = &ev.kind
-            && (t.calls.contains(&from) || t.deps.iter().any(|d| set.contains(first(d))))
-        {
-            out.push(i as u32);
+        match &ev.kind {
+            EventKind::Bind(b) => derive_step(&mut set, b, from),
+            EventKind::Cond(t)
+                if t.calls.contains(&from) || t.deps.iter().any(|d| set.contains(first(d))) =>
+            {
+                out.push(i as u32);
+            }
+            _ => {}
         }
     }
     // `?` on the write itself with a rows-affected or optional-row check in the chain.
