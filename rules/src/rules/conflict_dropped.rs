@@ -27,7 +27,10 @@ declare_rule! {
     /// it and goes on, and the flow then consumes the item — an ack of the message, or a delete
     /// (or a write of a done state: `completed`, `sent`, ..) of the row of a work table (jobs,
     /// tasks, a queue, an outbox, deliveries, notifications) that the function read or claimed
-    /// before the call, keyed by what that read returned.
+    /// before the call, keyed by what that read returned. The same when the work is the
+    /// message's handling written to a database (the first durable write at the body's top
+    /// level: `UPDATE orders SET status = 'shipped' ..` for a delivery) and the flow then acks
+    /// the message.
     ///
     /// And, in a webhook route or a queue consumer (where the answer is the acknowledgement:
     /// the sender does not deliver a message answered 200 again, a consumer's return acks the
@@ -174,16 +177,25 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
 /// an ack of the message. Nobody will do the work again.
 fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let mut reported: Vec<u32> = Vec::new();
+    // The message's handling, when it is a durable write (`UPDATE orders ..` for a delivery):
+    // its failure swallowed and the message then acked loses the message as surely as a failed
+    // remote call does. Only the handling: a best-effort write elsewhere (an audit row) is not.
+    let handled_by_write = handling(cx)
+        .filter(|(_, e)| matches!(e.kind, EffectKind::Write | EffectKind::Claim));
     for r in 0..cx.body.events.len() as u32 {
         if cx.detached(r) || query::read_only_request(cx.body, r) {
             continue;
         }
         // A client known by its name only is too weak a sign that the work was remote.
-        let Some(remote) = cx
+        let work = match cx
             .effs(r)
             .find(|e| e.kind == EffectKind::Remote && !e.by_name)
-        else {
-            continue;
+        {
+            Some(e) => e,
+            None => match handled_by_write {
+                Some((h, e)) if h == r => e,
+                _ => continue,
+            },
         };
         let failed = failure_branch(cx, r, |b| falls_through(cx, b) && drops(cx, b));
         let Some(b) = failed else {
@@ -192,11 +204,19 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(c) = consumed_after(cx, r, cx.region_end(b)) else {
             continue;
         };
+        // A failed write's item is consumed by an ack of the message, not by the delete of a
+        // row of the same database the write just failed on.
+        if work.kind != EffectKind::Remote
+            && !matches!(&cx.body.events[c as usize].kind, EventKind::Call(call)
+                if call.steps.iter().any(|s| ACK_STEPS.contains(&s.name.as_str())))
+        {
+            continue;
+        }
         if reported.contains(&c) {
             continue;
         }
         reported.push(c);
-        out.push(report_swallowed(cx, r, b, c, remote));
+        out.push(report_swallowed(cx, r, b, c, work));
     }
 }
 
@@ -206,19 +226,7 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// body's top level that writes or calls another service; a best-effort call after it (an
 /// audit line, a notification) is not.
 fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    let handling = (0..cx.body.events.len() as u32).find_map(|r| {
-        // A lock attempt that fails is the other form (`lock_attempt`).
-        let work = cx
-            .effs(r)
-            .filter(|e| !e.attempt && !e.lease)
-            .find(|e| match e.kind {
-                EffectKind::Write | EffectKind::Claim => !e.in_memory,
-                EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
-                _ => false,
-            })?;
-        (cx.enclosing_regions(r).next().is_none()).then_some((r, work))
-    });
-    let Some((r, work)) = handling else {
+    let Some((r, work)) = handling(cx) else {
         return;
     };
     let Some(b) = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b)) else {
@@ -245,6 +253,22 @@ fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             .to_string(),
     );
     out.push(d);
+}
+
+/// The handling of the message: the first call at the body's top level that writes durably
+/// or calls another service (a lock attempt that fails is the other form: `lock_attempt`).
+fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
+    (0..cx.body.events.len() as u32).find_map(|r| {
+        let work = cx
+            .effs(r)
+            .filter(|e| !e.attempt && !e.lease)
+            .find(|e| match e.kind {
+                EffectKind::Write | EffectKind::Claim => !e.in_memory,
+                EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
+                _ => false,
+            })?;
+        (cx.enclosing_regions(r).next().is_none()).then_some((r, work))
+    })
 }
 
 /// Does the branch entered at `b` make its answer from the error it took (`(status_for(&e),
@@ -385,18 +409,22 @@ fn is_work_item_table(table: &str) -> bool {
         })
 }
 
-fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, remote: &Effect) -> Diagnostic {
-    let message =
-        "a failed remote call is only logged, then its work item is consumed as done".to_string();
+fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, work: &Effect) -> Diagnostic {
+    let message = if work.kind == EffectKind::Remote {
+        "a failed remote call is only logged, then its work item is consumed as done"
+    } else {
+        "a failed handling of the message is only logged, then the message is acked as done"
+    }
+    .to_string();
     let mut d = cx.diag(&RULE, c, message);
     d.primary_label = Some("the work item is consumed here although its work failed".to_string());
     d.labels
-        .push(cx.label(r, this_call(cx, "the work", remote)));
+        .push(cx.label(r, this_call(cx, "the work", work)));
     d.labels.push(cx.label(
         b,
         "its failure is swallowed here (no error, nack, requeue or recorded failure)",
     ));
-    d.notes.extend(cx.chain_notes(remote));
+    d.notes.extend(cx.chain_notes(work));
     d.help = Some(
         "keep the work item when its work failed: return the error so the queue retries it with back-off (or nack / requeue it), or record the failure durably (a retry_at, an attempts count, a dead letter) before consuming it"
             .to_string(),
