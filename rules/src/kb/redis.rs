@@ -153,7 +153,7 @@ pub(super) fn classify(
         e.lease = true;
         e.attempt = true;
     }
-    if kind == EffectKind::Write {
+    if matches!(kind, EffectKind::Write | EffectKind::Claim) {
         e.sets = assigned(step, name).into();
         e.expires = matches!(name, "set_ex" | "pset_ex");
     }
@@ -228,8 +228,9 @@ fn namespaced(call: &Call, recv: &Class) -> Option<Effect> {
     Some(e)
 }
 
-/// What a write command sets: `hset(key, field, value)` the field, `set(key, value)` the key
-/// (named by its last word: `job:{}:state` sets `state`).
+/// What a write or claim command sets: `hset(key, field, value)` (and `hset_nx`) the field,
+/// `set(key, value)` (and `set_nx`) the key (named by its last word: `job:{}:state` sets
+/// `state`).
 fn assigned(step: &crate::ir::Step, name: &str) -> Vec<Assigned> {
     let value = |i: usize| {
         step.args
@@ -245,7 +246,7 @@ fn assigned(step: &crate::ir::Step, name: &str) -> Vec<Assigned> {
         Some(Name::new(word))
     };
     match name {
-        "hset" => {
+        "hset" | "hset_nx" => {
             let Some(field) = step.args.get(1).and_then(|a| a.strs().first()) else {
                 return Vec::new();
             };
@@ -254,7 +255,7 @@ fn assigned(step: &crate::ir::Step, name: &str) -> Vec<Assigned> {
                 value: value(2),
             }]
         }
-        "set" | "set_ex" | "pset_ex" => {
+        "set" | "set_ex" | "pset_ex" | "set_nx" => {
             let Some(column) = key_word() else {
                 return Vec::new();
             };
