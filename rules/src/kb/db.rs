@@ -1,7 +1,9 @@
 //! Databases: transactions (begin / commit / rollback / closures) and reads and writes through
 //! sqlx, tokio-postgres, deadpool / bb8 connections (by SQL text), diesel and sea-orm builders.
 
-use super::names::{is_operation_identity, is_own_key, is_token_name};
+use super::names::{
+    is_expiry_column, is_operation_identity, is_own_key, is_owner_column, is_token_name, is_work,
+};
 use super::{Class, Classifier};
 use crate::apis::{
     ACTIVE_MODEL_STEPS, DIESEL_FILTER_STEPS, DIESEL_READ_STEPS, DIESEL_ROW_LOCKS, DIESEL_SET_STEPS,
@@ -851,7 +853,26 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
         cols.extend(sql.cte_where_cols.iter().cloned());
         e.where_cols = cols.into();
     }
+    if takes_lease_row(&e) {
+        e.kind = EffectKind::Claim;
+        e.lease = true;
+        e.attempt = true;
+        e.what = format!("takes the lease kept in `{}`", sql.table().unwrap_or("a table")).into();
+    }
     e
+}
+
+/// `UPDATE leader SET holder = $1, expires_at = now() + '10s' WHERE name = $2 AND (expires_at
+/// < now() OR holder = $1)`: a lease kept in a row (a leader election, a named lock), taken by
+/// writing an owner and an expiry where the last holder's expiry has passed. Whoever the update
+/// matched holds it until that expiry, and no longer. Rows of a work table (jobs, tasks) are
+/// work items claimed, judged as such.
+fn takes_lease_row(e: &Effect) -> bool {
+    e.sql == Some(SqlKind::Update)
+        && e.table.as_deref().is_some_and(|t| !is_work(t))
+        && e.sets.iter().any(|a| is_owner_column(&a.column))
+        && e.sets.iter().any(|a| is_expiry_column(&a.column))
+        && e.where_cols.iter().any(|c| is_expiry_column(c))
 }
 
 /// The columns a diesel chain's `.filter(..)` steps compare (`.filter(status.eq(..))`).

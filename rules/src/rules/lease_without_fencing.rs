@@ -18,10 +18,14 @@ declare_rule! {
     ///
     /// Flags the first write or remote call made while a lease is held — a distributed lock
     /// (a redlock / lock-manager client), a Redis lock (`SET lock:x v NX PX ..`), a PostgreSQL
-    /// session advisory lock (`pg_advisory_lock`, held by the connection, across transactions)
-    /// — when it passes no fencing token the target can check: no fencing column (a version,
-    /// generation, epoch, token, owner, attempt) in the write's filter, and neither the lease
-    /// guard nor a token among the call's arguments.
+    /// session advisory lock (`pg_advisory_lock`, held by the connection, across
+    /// transactions), a lease kept in a table row (a leader election or a named lock: `UPDATE
+    /// leader_leases SET holder = $1, expires_at = .. WHERE .. AND (expires_at < now() OR
+    /// holder = $1)`, an owner and an expiry written where the last holder's expiry passed;
+    /// rows of a work table are work items, not leases) — when it passes no fencing token the
+    /// target can check: no fencing column (a version, generation, epoch, token, owner,
+    /// attempt) in the write's filter, and neither the lease guard nor a token among the
+    /// call's arguments.
     ///
     /// And a helper that runs its caller's operation under the lease (`with_lock(name, async
     /// || ..)` calling `op(proof).await` while it holds the lock): reported at that call when
@@ -91,7 +95,8 @@ declare_rule! {
     ///
     /// Leases the analyzer does not recognise — etcd, ZooKeeper or Consul leases, leader
     /// elections of other libraries — are not checked; of a lease row in a table only the
-    /// renewal is, and of a Kubernetes Lease only its patches (what the holder writes elsewhere
+    /// renewal and a take-over filtered on the expiry are (a row taken by a compare-and-set
+    /// on its holder alone is not seen as a lease), and of a Kubernetes Lease only its patches (what the holder writes elsewhere
     /// after its lease lapsed is not tied to the lease). A Lease patch counts as conditional
     /// when the body looks at any `resource_version` or builds a JSON patch (`Patch::Json`, whose
     /// `test` operation can compare), without checking that the patch carries it; a Lease
