@@ -174,9 +174,12 @@ pub fn is_token_name(name: &str) -> bool {
 }
 
 /// The words before `code` that make it a one-time credential: an OAuth authorization or
-/// device code, a login, verification or recovery code.
+/// device code (`oauth_codes`, `oidc_codes`), a login, verification or recovery code.
 const CODE_KINDS: &[&str] = &[
     "auth",
+    "oauth",
+    "oauth2",
+    "oidc",
     "authorization",
     "authorisation",
     "device",

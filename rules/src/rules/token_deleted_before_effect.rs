@@ -687,7 +687,7 @@ fn single_use_grant(del: &Effect) -> bool {
         w.windows(2).any(|p| {
             matches!(
                 p[0].as_str(),
-                "auth" | "authorization" | "authorisation" | "device"
+                "auth" | "oauth" | "oauth2" | "oidc" | "authorization" | "authorisation" | "device"
             ) && p[1].trim_end_matches('s') == "code"
         })
     })
