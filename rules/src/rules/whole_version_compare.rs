@@ -21,15 +21,19 @@ declare_rule! {
     /// message carries (`UPDATE .. WHERE id = $1 AND version = $2`) in a handler that did not
     /// read the row itself.
     ///
-    /// And a Kubernetes reconciler (a fn the crate hands to kube's `Controller::..run(..)`)
-    /// that writes the object it was handed back whole — `replace_status` / `replace` of a copy
-    /// of its `Arc<K>` (`let mut copy = (*obj).clone()`) — and only logs the failure: the copy
-    /// carries the `resourceVersion` of the controller's cache, so any change to the object
-    /// since then (a label, the spec, another controller's status) makes the API server refuse
-    /// the status this reconcile computed, and it is lost. Silent for a merge or apply patch of
-    /// the status, for a conflict handed up with `?` (the controller requeues with the object
-    /// as it is now), for an object fetched afresh (`api.get(..)`) before the replace, and for
-    /// a copy whose `resourceVersion` is cleared.
+    /// And a Kubernetes object written back whole with the `resourceVersion` it was read at:
+    /// kube's `replace` / `replace_status` of a copy of an object the function was handed (a
+    /// reconciler's `Arc<K>`, a watch event's object, a helper's parameter: `let mut copy =
+    /// (*obj).clone()`), or a merge, apply or strategic patch made of the whole copy
+    /// (`Patch::Merge(&copy)`), after the function awaited other work (created the objects the
+    /// status records, called another service) or in a reconciler the crate hands to
+    /// `Controller::..run(..)`. Any change to the object since it was read (a label, the spec,
+    /// another controller's status) makes the API server refuse what the function computed,
+    /// whether the conflict is logged or handed up: the next run redoes the work before it and
+    /// meets the same precondition. Silent for a patch of the changed fields alone, for an
+    /// object fetched afresh (`api.get(..)`) before the write, for a copy whose
+    /// `resourceVersion` is cleared, and for an object written where it was handed in with
+    /// nothing awaited before, outside a reconciler.
     ///
     /// It stays silent for a version the handler read itself and writes back (optimistic
     /// locking of its own read-modify-write), for versions named for one operation
@@ -78,8 +82,10 @@ declare_rule! {
     /// Whether a version is bumped by every edit or only by one lifecycle is not visible in the
     /// code: a `version` column only the payment flow increments is reported too (hence a note).
     /// Handlers are recognised as `blind-callback-write` recognises them. A reconciler is
-    /// recognised only where the crate hands it by name to `Controller::..run(..)`, and the
-    /// replace only on a receiver typed or built as kube's `Api` in the reconciler itself.
+    /// recognised only where the crate hands it by name to `Controller::..run(..)`; the write
+    /// only on a receiver typed or built as kube's `Api` in the function itself (a local, a
+    /// parameter, a field of `self`); a copy passed through a helper that builds the request is
+    /// not followed.
     pub(crate) static RULE = {
         name: "whole-version-compare",
         level: Note,
@@ -215,54 +221,58 @@ fn help() -> String {
 
 /// kube's `Api::replace` / `replace_status`: the object is sent whole, its
 /// `metadata.resourceVersion` included, and the API server refuses it (409 Conflict) when the
-/// object changed since that version, whatever changed.
+/// object changed since that version, whatever changed. A merge or strategic patch made of the
+/// whole object (`Patch::Merge(&obj)`) carries that version too. (A server-side apply patch is
+/// made of a desired object the operator builds, with no version of its own.)
 const KUBE_REPLACE_STEPS: &[&str] = &["replace", "replace_status"];
+const KUBE_PATCH_STEPS: &[&str] = &["patch", "patch_status"];
 
-/// A Kubernetes reconciler (a fn the crate hands to kube's `Controller::..run(reconcile, ..)`)
-/// that writes the object it was handed back whole (`replace_status(&name, &pp,
-/// serde_json::to_vec(&copy)?)`, the copy made from the reconciler's `Arc<K>`) and only logs the
-/// failure. The copy carries the resourceVersion of the controller's cache: a spec edit, a label,
-/// another controller's status write since then makes the API server refuse this status,
-/// although nothing this reconcile decided is stale, and the status it computed is lost.
+/// A Kubernetes object handed to this function (the reconciler's `Arc<K>`, a watch event's
+/// object, a helper's parameter) and written back whole after the function awaited something
+/// else, or by a reconciler the crate hands to `Controller::..run(..)`: `replace_status(&name,
+/// &pp, serde_json::to_vec(&copy)?)`, `patch(&name, &pp, &Patch::Merge(&copy))`. The copy
+/// carries the `resourceVersion` of when it was read: a label, a spec edit, another
+/// controller's status since then makes the API server refuse what this function computed,
+/// although nothing it decided is stale.
 fn replaced_from_cache(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((object, _)) = cx.body.params.first() else {
+    let events = cx.body.events.len() as u32;
+    let Some((w, data)) = (0..events).find_map(|w| kube_write(cx, w).map(|d| (w, d))) else {
         return;
     };
-    let replaces = |c: &crate::ir::Call| {
-        c.recv.len() == 1
-            && c.steps.len() <= 3
-            && c.steps
-                .first()
-                .is_some_and(|s| KUBE_REPLACE_STEPS.contains(&s.name.as_str()) && s.args.len() == 3)
+    if clears_resource_version(cx.body) {
+        return;
+    }
+    // The object: a parameter the write's data is a copy of. A status or a spec handed in is a
+    // part of an object, not one (`patch_status(.., &Patch::Merge(&json!({"status": status})))`).
+    let part = |ty: &crate::ir::TypeRef| {
+        ty.iter().any(|t| {
+            matches!(t.as_str(), "str" | "String" | "Value")
+                || ["Status", "Spec", "Condition"].iter().any(|w| t.ends_with(w))
+        })
     };
-    let events = cx.body.events.len() as u32;
-    let Some(w) = (0..events).find(|&w| {
-        matches!(&cx.body.events[w as usize].kind, EventKind::Call(c) if replaces(c))
+    let Some(object) = cx.body.params.iter().filter(|(_, ty)| !part(ty)).map(|(n, _)| n).find(|n| {
+        n.as_str() != "self" && {
+            let copies = copies_of(cx.body, n);
+            data.iter()
+                .any(|p| copies.iter().any(|c| c.as_str() == query::first(p)))
+        }
     }) else {
         return;
     };
-    if !is_kube_api(cx, w) || !reconciler(cx) || clears_resource_version(cx.body) {
-        return;
-    }
-    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
-        return;
+    // Time passed since the object was read: the function awaited something else first, or it
+    // is a reconciler working from the controller's cache.
+    // A helper is judged by its callers: one that awaited before calling it, or a reconciler.
+    let waited = |body: &crate::ir::Body, before: u32| {
+        (0..before).any(|i| {
+            matches!(&body.events[i as usize].kind, EventKind::Call(c) if c.awaited())
+        })
     };
-    // The conflict handed up (`?`) makes the controller requeue with a fresh object; only a
-    // swallowed one loses the status.
-    if call.steps.iter().any(|s| s.tried) || query::checked_by_call(cx.body, w) {
-        return;
-    }
-    let copies = copies_of(cx.body, object);
-    let data = &call.steps[0].args[2];
-    let mut places: Vec<&Name> = data.paths.iter().collect();
-    if let Some(k) = data.ev
-        && let EventKind::Call(inner) = &cx.body.events[k as usize].kind
-    {
-        places.extend(inner.all_args().flat_map(|a| a.paths.iter()));
-    }
-    if !places
-        .iter()
-        .any(|p| copies.iter().any(|c| c.as_str() == query::first(p)))
+    if !waited(cx.body, w)
+        && !reconciler(cx.krate, cx.body)
+        && !cx.krate.call_sites(cx.id).iter().any(|&(caller, site)| {
+            let body = cx.krate.body(caller);
+            waited(body, site) || reconciler(cx.krate, body)
+        })
     {
         return;
     }
@@ -270,34 +280,118 @@ fn replaced_from_cache(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         &RULE,
         w,
         format!(
-            "the reconciled object is written back whole with the `resourceVersion` the controller's cache handed `{object}`"
+            "the Kubernetes object `{object}` is written back whole, with the `resourceVersion` it was read at"
         ),
     );
     d.primary_label = Some(
-        "any other change to the object since the cache saw it makes the API server refuse this write (409 Conflict)".to_string(),
+        "any other change to the object since it was read makes the API server refuse this write (409 Conflict)".to_string(),
     );
     d.notes.push(
-        "the failure is only logged: a status this reconcile computed is lost because of an edit it has nothing to do with".to_string(),
+        "what this function computed is refused because of an edit it has nothing to do with (a label, the spec, another controller's status)".to_string(),
     );
     d.help = Some(
-        "write only what this reconcile decided, with no version precondition: `patch_status` with a merge or apply patch of the status (`Patch::Merge(json!({\"status\": ..}))`); compare `metadata.generation` with the status' `observed_generation` where the spec matters".to_string(),
+        "write only what this function decided, with no version precondition: a merge or apply patch of just those fields (`patch_status` with `Patch::Merge(json!({\"status\": ..}))`); where the spec matters, compare `metadata.generation` with the status' `observed_generation`".to_string(),
     );
     out.push(d);
 }
 
+/// The places the data of a kube write at `w` is built from, when `w` is one: a `replace` /
+/// `replace_status` (its third argument, or the arguments of the call that makes it:
+/// `serde_json::to_vec(&copy)`), or a `patch` / `patch_status` with a merge or strategic patch
+/// of a place (`&Patch::Merge(&copy)`, not a `json!` literal), on a kube `Api`.
+fn kube_write<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Vec<&'a Name>> {
+    let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
+        return None;
+    };
+    let step = call.steps.first()?;
+    if call.recv.is_empty() || call.steps.len() > 3 || step.args.len() != 3 {
+        return None;
+    }
+    let replace = KUBE_REPLACE_STEPS.contains(&step.name.as_str());
+    if !replace && !KUBE_PATCH_STEPS.contains(&step.name.as_str()) {
+        return None;
+    }
+    let data = &step.args[2];
+    let mut places: Vec<&Name> = Vec::new();
+    let inner = data.ev.and_then(|k| match &cx.body.events[k as usize].kind {
+        EventKind::Call(c) => Some(&**c),
+        _ => None,
+    });
+    if replace {
+        places.extend(data.paths.iter());
+        places.extend(inner.into_iter().flat_map(|c| c.all_args().flat_map(|a| a.paths.iter())));
+    } else {
+        // `&Patch::Merge(&copy)`: the patch is built in the argument itself, or bound to a
+        // local first (`let patch = Patch::Merge(&copy);`).
+        let whole_patch = |path: &str| {
+            let mut segs = path.rsplit("::");
+            matches!(segs.next(), Some("Merge" | "Strategic")) && segs.next() == Some("Patch")
+        };
+        if data.calls().iter().any(|c| whole_patch(c)) {
+            places.extend(data.paths.iter());
+        } else {
+            let local = data.paths.first()?;
+            let bind = query::binding(cx.body, w, query::first(local))?;
+            let built = bind.calls.iter().find_map(|&k| match &cx.body.events[k as usize].kind {
+                EventKind::Call(c)
+                    if c.func.len() >= 2
+                        && whole_patch(&format!("{}::{}", c.func[c.func.len() - 2], c.func_last())) =>
+                {
+                    Some(&**c)
+                }
+                _ => None,
+            })?;
+            places.extend(built.all_args().flat_map(|a| a.paths.iter()));
+        }
+    }
+    (!places.is_empty() && is_kube_api(cx, w)).then_some(places)
+}
+
 /// The locals holding the object or a copy of it (`let mut copy = (*obj).clone()`, `let mut
 /// copy = obj.as_ref().clone()`), the object itself included. A value fetched with the object's
-/// name (`api.get(&obj.name_any()).await`) is the object as it is now, no copy.
+/// name (`api.get(&obj.name_any()).await`) is the object as it is now, and one a function builds
+/// from it (`build_ingress(&domains)`) a new object: no copies.
 fn copies_of(body: &crate::ir::Body, object: &Name) -> Vec<Name> {
+    // Steps that hand the value on unchanged, and serialisations of it (the request body).
+    const COPY_STEPS: &[&str] = &[
+        "clone",
+        "as_ref",
+        "to_owned",
+        "deref",
+        "cloned",
+        "unwrap",
+        "expect",
+        "unwrap_or_default",
+        "context",
+        "with_context",
+        "map_err",
+    ];
+    const SERIALISE: &[&str] = &["to_vec", "to_vec_pretty", "to_value", "to_string", "from_value"];
     let mut out = vec![object.clone()];
     for ev in body.events.iter() {
-        if let EventKind::Bind(b) = &ev.kind
-            && b.deps.iter().any(|d| out.iter().any(|o| o.as_str() == query::first(d)))
-            && !b.calls.iter().any(|&k| {
-                matches!(&body.events[k as usize].kind, EventKind::Call(c) if c.awaited())
-            })
+        let EventKind::Bind(b) = &ev.kind else {
+            continue;
+        };
+        // A new object built around the copy's metadata (`Plan { metadata:
+        // target.metadata.clone(), status: Some(s), .. }`) carries its version too.
+        let keeps_metadata = b.lit().is_some_and(|l| l.fields.iter().any(|f| f == "metadata"));
+        if b.deps.iter().any(|d| out.iter().any(|o| o.as_str() == query::first(d)))
+            && (keeps_metadata
+                || b.calls.iter().all(|&k| {
+                matches!(&body.events[k as usize].kind, EventKind::Call(c)
+                    if (c.func.is_empty()
+                        || SERIALISE.contains(&c.func_last())
+                        || COPY_STEPS.contains(&c.func_last()))
+                        && c.steps.iter().all(|s| {
+                            COPY_STEPS.contains(&s.name.as_str())
+                                || SERIALISE.contains(&s.name.as_str())
+                        }))
+            }))
         {
             out.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
+        } else {
+            // Shadowed by a value that is no copy (`.map_err(|e| ..)` binding another `e`).
+            out.retain(|o| !b.names.contains(o) || o == object);
         }
     }
     out
@@ -318,9 +412,6 @@ fn is_kube_api(cx: &RuleCx<'_>, w: u32) -> bool {
     let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
         return false;
     };
-    let Some(recv) = call.recv.first() else {
-        return false;
-    };
     let kube = |head: &str| {
         head == "Api"
             && cx
@@ -328,6 +419,20 @@ fn is_kube_api(cx: &RuleCx<'_>, w: u32) -> bool {
                 .facts
                 .resolve(cx.id.file, head)
                 .starts_with("kube")
+    };
+    let recv = match &call.recv[..] {
+        [r] => r,
+        // `self.api`: the field's declared type.
+        [s, field] if s == "self" => {
+            return cx
+                .body
+                .self_ty
+                .as_deref()
+                .and_then(|t| cx.krate.facts.field_type(t, field))
+                .and_then(|t| t.first())
+                .is_some_and(|t| kube(t));
+        }
+        _ => return false,
     };
     if cx
         .body
@@ -353,10 +458,10 @@ fn is_kube_api(cx: &RuleCx<'_>, w: u32) -> bool {
 
 /// Is this body a kube reconciler: handed by name to `Controller::new(..)..run(..)` somewhere
 /// in the crate?
-fn reconciler(cx: &RuleCx<'_>) -> bool {
-    let short = cx.body.ident.as_str();
-    cx.krate.facts.all_bodies().any(|(id, _)| {
-        cx.krate.body(id).events.iter().any(|ev| {
+fn reconciler(krate: &crate::rules::CrateView<'_>, body: &crate::ir::Body) -> bool {
+    let short = body.ident.as_str();
+    krate.facts.all_bodies().any(|(id, _)| {
+        krate.body(id).events.iter().any(|ev| {
             matches!(&ev.kind, EventKind::Call(c)
                 if c.func.len() >= 2
                     && c.func[c.func.len() - 2] == "Controller"
