@@ -857,7 +857,11 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
         e.kind = EffectKind::Claim;
         e.lease = true;
         e.attempt = true;
-        e.what = format!("takes the lease kept in `{}`", sql.table().unwrap_or("a table")).into();
+        e.what = format!(
+            "takes the lease kept in `{}`",
+            sql.table().unwrap_or("a table")
+        )
+        .into();
     }
     e
 }

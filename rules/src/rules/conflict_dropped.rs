@@ -180,8 +180,8 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     // The message's handling, when it is a durable write (`UPDATE orders ..` for a delivery):
     // its failure swallowed and the message then acked loses the message as surely as a failed
     // remote call does. Only the handling: a best-effort write elsewhere (an audit row) is not.
-    let handled_by_write = handling(cx)
-        .filter(|(_, e)| matches!(e.kind, EffectKind::Write | EffectKind::Claim));
+    let handled_by_write =
+        handling(cx).filter(|(_, e)| matches!(e.kind, EffectKind::Write | EffectKind::Claim));
     for r in 0..cx.body.events.len() as u32 {
         if cx.detached(r) || query::read_only_request(cx.body, r) {
             continue;
@@ -418,8 +418,7 @@ fn report_swallowed(cx: &RuleCx<'_>, r: u32, b: u32, c: u32, work: &Effect) -> D
     .to_string();
     let mut d = cx.diag(&RULE, c, message);
     d.primary_label = Some("the work item is consumed here although its work failed".to_string());
-    d.labels
-        .push(cx.label(r, this_call(cx, "the work", work)));
+    d.labels.push(cx.label(r, this_call(cx, "the work", work)));
     d.labels.push(cx.label(
         b,
         "its failure is swallowed here (no error, nack, requeue or recorded failure)",

@@ -268,12 +268,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             && (d + 1..end).any(|w| {
                 !elsewhere.iter().any(|&(a, b)| (a..=b).contains(&w))
                     && cx.effs(w).any(|e| {
-                    e.kind == EffectKind::Write
-                        && e.via.is_none()
-                        && !e.delete
-                        && e.table.is_some()
-                        && e.table == del.table
-                })
+                        e.kind == EffectKind::Write
+                            && e.via.is_none()
+                            && !e.delete
+                            && e.table.is_some()
+                            && e.table == del.table
+                    })
             });
         if restored {
             continue;

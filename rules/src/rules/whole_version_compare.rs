@@ -246,26 +246,35 @@ fn replaced_from_cache(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     // part of an object, not one (`patch_status(.., &Patch::Merge(&json!({"status": status})))`).
     let part = |ty: &crate::ir::TypeRef| {
         ty.iter().any(|t| {
-            matches!(t.as_str(), "str" | "String" | "Value")
-                || ["Status", "Spec", "Condition"].iter().any(|w| t.ends_with(w))
+            let t = t.rsplit("::").next().unwrap_or(t);
+            matches!(t, "str" | "String" | "Value")
+                || ["Status", "Spec", "Condition"]
+                    .iter()
+                    .any(|w| t.ends_with(w))
         })
     };
-    let Some(object) = cx.body.params.iter().filter(|(_, ty)| !part(ty)).map(|(n, _)| n).find(|n| {
-        n.as_str() != "self" && {
-            let copies = copies_of(cx.body, n);
-            data.iter()
-                .any(|p| copies.iter().any(|c| c.as_str() == query::first(p)))
-        }
-    }) else {
+    let Some(object) = cx
+        .body
+        .params
+        .iter()
+        .filter(|(_, ty)| !part(ty))
+        .map(|(n, _)| n)
+        .find(|n| {
+            n.as_str() != "self" && {
+                let copies = copies_of(cx.body, n);
+                data.iter()
+                    .any(|p| copies.iter().any(|c| c.as_str() == query::first(p)))
+            }
+        })
+    else {
         return;
     };
     // Time passed since the object was read: the function awaited something else first, or it
     // is a reconciler working from the controller's cache.
     // A helper is judged by its callers: one that awaited before calling it, or a reconciler.
     let waited = |body: &crate::ir::Body, before: u32| {
-        (0..before).any(|i| {
-            matches!(&body.events[i as usize].kind, EventKind::Call(c) if c.awaited())
-        })
+        (0..before)
+            .any(|i| matches!(&body.events[i as usize].kind, EventKind::Call(c) if c.awaited()))
     };
     if !waited(cx.body, w)
         && !reconciler(cx.krate, cx.body)
@@ -313,13 +322,19 @@ fn kube_write<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Vec<&'a Name>> {
     }
     let data = &step.args[2];
     let mut places: Vec<&Name> = Vec::new();
-    let inner = data.ev.and_then(|k| match &cx.body.events[k as usize].kind {
-        EventKind::Call(c) => Some(&**c),
-        _ => None,
-    });
+    let inner = data
+        .ev
+        .and_then(|k| match &cx.body.events[k as usize].kind {
+            EventKind::Call(c) => Some(&**c),
+            _ => None,
+        });
     if replace {
         places.extend(data.paths.iter());
-        places.extend(inner.into_iter().flat_map(|c| c.all_args().flat_map(|a| a.paths.iter())));
+        places.extend(
+            inner
+                .into_iter()
+                .flat_map(|c| c.all_args().flat_map(|a| a.paths.iter())),
+        );
     } else {
         // `&Patch::Merge(&copy)`: the patch is built in the argument itself, or bound to a
         // local first (`let patch = Patch::Merge(&copy);`).
@@ -332,15 +347,22 @@ fn kube_write<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Vec<&'a Name>> {
         } else {
             let local = data.paths.first()?;
             let bind = query::binding(cx.body, w, query::first(local))?;
-            let built = bind.calls.iter().find_map(|&k| match &cx.body.events[k as usize].kind {
-                EventKind::Call(c)
-                    if c.func.len() >= 2
-                        && whole_patch(&format!("{}::{}", c.func[c.func.len() - 2], c.func_last())) =>
-                {
-                    Some(&**c)
-                }
-                _ => None,
-            })?;
+            let built =
+                bind.calls
+                    .iter()
+                    .find_map(|&k| match &cx.body.events[k as usize].kind {
+                        EventKind::Call(c)
+                            if c.func.len() >= 2
+                                && whole_patch(&format!(
+                                    "{}::{}",
+                                    c.func[c.func.len() - 2],
+                                    c.func_last()
+                                )) =>
+                        {
+                            Some(&**c)
+                        }
+                        _ => None,
+                    })?;
             places.extend(built.all_args().flat_map(|a| a.paths.iter()));
         }
     }
@@ -366,27 +388,43 @@ fn copies_of(body: &crate::ir::Body, object: &Name) -> Vec<Name> {
         "with_context",
         "map_err",
     ];
-    const SERIALISE: &[&str] = &["to_vec", "to_vec_pretty", "to_value", "to_string", "from_value"];
+    const SERIALISE: &[&str] = &[
+        "to_vec",
+        "to_vec_pretty",
+        "to_value",
+        "to_string",
+        "from_value",
+    ];
     let mut out = vec![object.clone()];
     for ev in body.events.iter() {
         let EventKind::Bind(b) = &ev.kind else {
             continue;
         };
         // A new object built around the copy's metadata (`Plan { metadata:
-        // target.metadata.clone(), status: Some(s), .. }`) carries its version too.
-        let keeps_metadata = b.lit().is_some_and(|l| l.fields.iter().any(|f| f == "metadata"));
-        if b.deps.iter().any(|d| out.iter().any(|o| o.as_str() == query::first(d)))
+        // target.metadata.clone(), status: Some(s), .. }`) carries its version too; one whose
+        // metadata is built afresh (`ObjectMeta { name: Some(msg.name), .. }`), like any other
+        // struct built from the copy's fields, does not.
+        let keeps_metadata = b
+            .lit()
+            .is_some_and(|l| l.fields.iter().any(|f| f == "metadata"))
+            && b.deps.iter().any(|d| {
+                d.ends_with(".metadata") && out.iter().any(|o| o.as_str() == query::first(d))
+            });
+        if b.deps
+            .iter()
+            .any(|d| out.iter().any(|o| o.as_str() == query::first(d)))
             && (keeps_metadata
-                || b.calls.iter().all(|&k| {
-                matches!(&body.events[k as usize].kind, EventKind::Call(c)
-                    if (c.func.is_empty()
-                        || SERIALISE.contains(&c.func_last())
-                        || COPY_STEPS.contains(&c.func_last()))
-                        && c.steps.iter().all(|s| {
-                            COPY_STEPS.contains(&s.name.as_str())
-                                || SERIALISE.contains(&s.name.as_str())
-                        }))
-            }))
+                || b.lit().is_none()
+                    && b.calls.iter().all(|&k| {
+                        matches!(&body.events[k as usize].kind, EventKind::Call(c)
+                        if (c.func.is_empty()
+                            || SERIALISE.contains(&c.func_last())
+                            || COPY_STEPS.contains(&c.func_last()))
+                            && c.steps.iter().all(|s| {
+                                COPY_STEPS.contains(&s.name.as_str())
+                                    || SERIALISE.contains(&s.name.as_str())
+                            }))
+                    }))
         {
             out.extend(b.names.iter().filter(|n| n.as_str() != "_").cloned());
         } else {
@@ -400,9 +438,9 @@ fn copies_of(body: &crate::ir::Body, object: &Name) -> Vec<Name> {
 /// Does the body clear the copy's `resourceVersion` (`copy.metadata.resource_version = None`)?
 /// Then the replace has no precondition.
 fn clears_resource_version(body: &crate::ir::Body) -> bool {
-    body.events.iter().any(|ev| {
-        matches!(&ev.kind, EventKind::Assign(a) if a.target.ends_with("resource_version"))
-    })
+    body.events.iter().any(
+        |ev| matches!(&ev.kind, EventKind::Assign(a) if a.target.ends_with("resource_version")),
+    )
 }
 
 /// Is the receiver of the call at `w` a kube `Api<K>`: a local bound with that type or from
@@ -412,14 +450,8 @@ fn is_kube_api(cx: &RuleCx<'_>, w: u32) -> bool {
     let EventKind::Call(call) = &cx.body.events[w as usize].kind else {
         return false;
     };
-    let kube = |head: &str| {
-        head == "Api"
-            && cx
-                .krate
-                .facts
-                .resolve(cx.id.file, head)
-                .starts_with("kube")
-    };
+    let kube =
+        |head: &str| head == "Api" && cx.krate.facts.resolve(cx.id.file, head).starts_with("kube");
     let recv = match &call.recv[..] {
         [r] => r,
         // `self.api`: the field's declared type.
@@ -463,14 +495,14 @@ fn reconciler(krate: &crate::rules::CrateView<'_>, body: &crate::ir::Body) -> bo
     krate.facts.all_bodies().any(|(id, _)| {
         krate.body(id).events.iter().any(|ev| {
             matches!(&ev.kind, EventKind::Call(c)
-                if c.func.len() >= 2
-                    && c.func[c.func.len() - 2] == "Controller"
-                    && c.steps.iter().any(|s| {
-                        s.name == "run"
-                            && s.args.first().is_some_and(|a| {
-                                a.paths.iter().any(|p| query::last(p) == short)
-                            })
-                    }))
+            if c.func.len() >= 2
+                && c.func[c.func.len() - 2] == "Controller"
+                && c.steps.iter().any(|s| {
+                    s.name == "run"
+                        && s.args.first().is_some_and(|a| {
+                            a.paths.iter().any(|p| query::last(p) == short)
+                        })
+                }))
         })
     })
 }
