@@ -156,6 +156,18 @@ pub(crate) const CONSUMER_REGISTRATION_STEPS: &[&str] = &["build_fn", "backend_f
 /// Types of a message received from a broker: lapin's `Delivery`, rdkafka's
 /// `BorrowedMessage` / `OwnedMessage`, and a `Message` that comes from one of the
 /// [`BROKER_CRATES`].
+/// Awaited steps that subscribe to a broker and hand back a stream of its messages
+/// (async-nats `subscribe` / `queue_subscribe`, lapin `basic_consume`, a JetStream consumer's
+/// `messages()`, a Redis pub/sub `subscribe`).
+pub(crate) const SUBSCRIBE_STEPS: &[&str] =
+    &["subscribe", "queue_subscribe", "basic_consume", "messages"];
+
+/// Steps that take the next message from such a subscription (`sub.next().await`).
+pub(crate) const RECEIVE_STEPS: &[&str] = &["next", "recv", "try_next"];
+
+/// Steps that fetch a batch of messages from a queue service (aws-sdk-sqs `receive_message()`).
+pub(crate) const QUEUE_RECEIVE_STEPS: &[&str] = &["receive_message"];
+
 pub(crate) const BROKER_MESSAGE_TYPES: &[&str] = &["Delivery", "BorrowedMessage", "OwnedMessage"];
 
 /// Steps that decode a message into its payload (what they return is still the message):

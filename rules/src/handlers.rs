@@ -4,7 +4,7 @@
 
 use crate::apis::{
     BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, DECODE_STEPS,
-    RESULT_ADAPTER_STEPS, ROUTE_STEPS,
+    QUEUE_RECEIVE_STEPS, RECEIVE_STEPS, RESULT_ADAPTER_STEPS, ROUTE_STEPS, SUBSCRIBE_STEPS,
 };
 use crate::facts::BodyId;
 use crate::fxhash::{FxHashMap, FxHashSet};
@@ -29,6 +29,10 @@ pub(crate) enum Evidence {
     Receives(Name),
     /// Its name says it receives a message (`stripe_webhook`, `handle_payment_event`).
     Named,
+    /// It takes messages from a broker subscription or a queue service itself (`while let
+    /// Some(msg) = sub.next().await` after `client.subscribe(..).await`, SQS
+    /// `receive_message()`).
+    Subscribed,
     /// A message handler hands it the message, and its name (or its module's path) says it
     /// handles what it is handed.
     Dispatched(BodyId),
@@ -45,6 +49,9 @@ impl Evidence {
             Evidence::Consumer => "it is registered as a queue consumer".to_string(),
             Evidence::Receives(t) => format!("it receives a `{t}`"),
             Evidence::Named => "its name says it receives a message".to_string(),
+            Evidence::Subscribed => {
+                "it takes messages from a broker subscription or a queue".to_string()
+            }
             Evidence::Dispatched(c) => format!(
                 "the message handler `{}` hands messages to it",
                 krate.body(*c).name()
@@ -245,7 +252,8 @@ impl<'a> Messages<'a> {
                 continue;
             };
             let of_message = b.calls.iter().all(|&c| decodes(self.body, c))
-                && b.deps.iter().any(|d| self.locals.contains(first(d)));
+                && b.deps.iter().any(|d| self.locals.contains(first(d)))
+                || b.calls.iter().any(|&c| receives(self.body, c));
             for n in b.names.iter() {
                 if of_message {
                     self.locals.insert(n.as_str());
@@ -290,6 +298,33 @@ pub(crate) fn names(krate: &CrateView<'_>, caller: BodyId, site: u32, id: BodyId
     })
 }
 
+/// Is call event `c` the receipt of a message from outside: the next message of a broker
+/// subscription (`sub.next().await`, where `sub` was bound from an awaited `subscribe(..)`), or
+/// a batch fetched from a queue service (`sqs.receive_message()..send().await`)?
+fn receives(body: &Body, c: u32) -> bool {
+    let Some(EventKind::Call(call)) = body.events.get(c as usize).map(|e| &e.kind) else {
+        return false;
+    };
+    if call
+        .steps
+        .iter()
+        .any(|s| QUEUE_RECEIVE_STEPS.contains(&s.name.as_str()))
+        && call.awaited()
+    {
+        return true;
+    }
+    let (Some(first_step), [root]) = (call.steps.first(), &call.recv[..]) else {
+        return false;
+    };
+    RECEIVE_STEPS.contains(&first_step.name.as_str())
+        && crate::query::binding(body, c, root).is_some_and(|b| {
+            b.calls.iter().any(|&k| {
+                matches!(body.events.get(k as usize).map(|e| &e.kind), Some(EventKind::Call(s))
+                    if s.awaited() && s.steps.iter().any(|st| SUBSCRIBE_STEPS.contains(&st.name.as_str())))
+            })
+        })
+}
+
 /// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,
 /// `decode`), not a lookup?
 fn decodes(body: &Body, c: u32) -> bool {
@@ -332,6 +367,9 @@ fn direct(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
         } else {
             Evidence::Routed(path.clone())
         });
+    }
+    if (0..body.events.len() as u32).any(|c| receives(body, c)) {
+        return Some(Evidence::Subscribed);
     }
     let handles = is_dispatch_target_name(&body.ident);
     for (name, ty) in &body.params {

@@ -19,7 +19,9 @@ declare_rule! {
     /// Flags a message handler — a route whose path says it receives messages
     /// (`/webhooks/psp`, `/payment-callback`, `/ipn`, `/notify`, `/events`), a function named as
     /// one (`stripe_webhook`, `handle_payment_event`), a consumer registered with a queue
-    /// (apalis `build_fn`), a function taking a broker's message (lapin `Delivery`, rdkafka
+    /// (apalis `build_fn`), a function that takes messages from a subscription itself (`while
+    /// let Some(msg) = sub.next().await` after an awaited `client.subscribe(..)`, SQS
+    /// `receive_message()`), a function taking a broker's message (lapin `Delivery`, rdkafka
     /// `BorrowedMessage`, an `async_nats::Message`) or a message type (`Json<PaymentWebhook>`,
     /// `Request<ShipmentNotification>`), or what such a handler dispatches to
     /// (`handle_pull_request_closed`) — that updates a record's state column (SQL, diesel,
