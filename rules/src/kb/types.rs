@@ -382,18 +382,26 @@ fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
 /// `&impl ConnectionTrait`, `&mut AsyncPgConnection`).
 pub fn hands_in_connection(ty: &[Name]) -> bool {
     // Asked for every parameter of every body: no allocation, and the short scans of `has`.
-    ty.iter().any(|t| {
+    // The outer type decides: a pool of connections (`Pool<AsyncPgConnection>`, bb8's
+    // `Pool<ConnectionManager<PgConnection>>`) hands out connections of its own.
+    for t in ty {
         let t = last(t);
         let t = t.strip_prefix("impl ").unwrap_or(t);
         let t = t.strip_prefix("dyn ").unwrap_or(t);
-        (super::has(t, "Executor")
+        if super::has(t, "Pool") {
+            return false;
+        }
+        if (super::has(t, "Executor")
             || super::has(t, "Connection")
             || super::has(t, "connection")
             || t.ends_with("Conn")
             || t.ends_with("conn"))
-            && !super::has(t, "Pool")
             && t != "DatabaseConnection"
-    })
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// lettre's transports that hand a message to a mail server (`AsyncSmtpTransport<Tokio1Executor>`,
@@ -427,6 +435,8 @@ mod tests {
         for t in [
             &["PgPool"][..],
             &["PooledConnection", "Pool"],
+            &["Pool", "AsyncPgConnection"],
+            &["Arc", "Pool", "ConnectionManager", "PgConnection"],
             &["DatabaseConnection"],
             &["Client"],
         ] {
