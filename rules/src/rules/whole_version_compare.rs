@@ -270,8 +270,8 @@ fn replaced_from_cache(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     };
     // Time passed since the object was read: the function awaited something else first, or it
-    // is a reconciler working from the controller's cache.
-    // A helper is judged by its callers: one that awaited before calling it, or a reconciler.
+    // is a reconciler working from the controller's cache; a helper is judged by its callers
+    // (one that awaited before calling it, or a reconciler).
     let waited = |body: &crate::ir::Body, before: u32| {
         (0..before)
             .any(|i| matches!(&body.events[i as usize].kind, EventKind::Call(c) if c.awaited()))
@@ -322,51 +322,44 @@ fn kube_write<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Vec<&'a Name>> {
     }
     let data = &step.args[2];
     let mut places: Vec<&Name> = Vec::new();
-    let inner = data
-        .ev
-        .and_then(|k| match &cx.body.events[k as usize].kind {
-            EventKind::Call(c) => Some(&**c),
-            _ => None,
-        });
     if replace {
         places.extend(data.paths.iter());
-        places.extend(
-            inner
-                .into_iter()
-                .flat_map(|c| c.all_args().flat_map(|a| a.paths.iter())),
-        );
-    } else {
-        // `&Patch::Merge(&copy)`: the patch is built in the argument itself, or bound to a
-        // local first (`let patch = Patch::Merge(&copy);`).
-        let whole_patch = |path: &str| {
-            let mut segs = path.rsplit("::");
-            matches!(segs.next(), Some("Merge" | "Strategic")) && segs.next() == Some("Patch")
-        };
-        if data.calls().iter().any(|c| whole_patch(c)) {
-            places.extend(data.paths.iter());
-        } else {
-            let local = data.paths.first()?;
-            let bind = query::binding(cx.body, w, query::first(local))?;
-            let built =
-                bind.calls
-                    .iter()
-                    .find_map(|&k| match &cx.body.events[k as usize].kind {
-                        EventKind::Call(c)
-                            if c.func.len() >= 2
-                                && whole_patch(&format!(
-                                    "{}::{}",
-                                    c.func[c.func.len() - 2],
-                                    c.func_last()
-                                )) =>
-                        {
-                            Some(&**c)
-                        }
-                        _ => None,
-                    })?;
-            places.extend(built.all_args().flat_map(|a| a.paths.iter()));
+        if let Some(k) = data.ev
+            && let EventKind::Call(inner) = &cx.body.events[k as usize].kind
+        {
+            places.extend(inner.all_args().flat_map(|a| a.paths.iter()));
         }
+    } else if data.calls().iter().any(|c| {
+        let mut segs = c.rsplit("::");
+        segs.next().is_some_and(is_whole_patch) && segs.next() == Some("Patch")
+    }) {
+        // `&Patch::Merge(&copy)`: the patch is built in the argument itself.
+        places.extend(data.paths.iter());
+    } else {
+        // `let patch = Patch::Merge(&copy);` first.
+        let local = data.paths.first()?;
+        let bind = query::binding(cx.body, w, query::first(local))?;
+        let built = bind
+            .calls
+            .iter()
+            .find_map(|&k| match &cx.body.events[k as usize].kind {
+                EventKind::Call(c)
+                    if c.func.len() >= 2
+                        && c.func[c.func.len() - 2] == "Patch"
+                        && is_whole_patch(c.func_last()) =>
+                {
+                    Some(&**c)
+                }
+                _ => None,
+            })?;
+        places.extend(built.all_args().flat_map(|a| a.paths.iter()));
     }
     (!places.is_empty() && is_kube_api(cx, w)).then_some(places)
+}
+
+/// A kube patch made of a whole object: `Patch::Merge(..)`, `Patch::Strategic(..)`.
+fn is_whole_patch(variant: &str) -> bool {
+    matches!(variant, "Merge" | "Strategic")
 }
 
 /// The locals holding the object or a copy of it (`let mut copy = (*obj).clone()`, `let mut
