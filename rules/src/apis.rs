@@ -193,9 +193,11 @@ pub(crate) const DECODE_STEPS: &[&str] = &[
 ];
 
 /// Steps that acknowledge a message (its end: the broker forgets it): lapin's `ack`, rdkafka's
-/// `commit_message` / `store_offset`, SQS `delete_message`, NATS `ack`.
+/// `commit_message` / `store_offset`, SQS `delete_message`, NATS `ack` (and JetStream's
+/// `ack_with(kind)`, a redelivery when the kind is `Nak`).
 pub(crate) const ACK_STEPS: &[&str] = &[
     "ack",
+    "ack_with",
     "basic_ack",
     "commit_message",
     "commit_consumer_state",

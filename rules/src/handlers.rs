@@ -325,6 +325,26 @@ fn receives(body: &Body, c: u32) -> bool {
         })
 }
 
+/// The loop a function takes its subscription's messages in (`while let Some(msg) =
+/// sub.next().await { .. }`): the `Enter` event of the innermost loop around the receipt.
+pub(crate) fn receive_loop(body: &Body) -> Option<u32> {
+    let c = (0..body.events.len() as u32).find(|&c| {
+        receives(body, c)
+            && matches!(body.events[c as usize].kind, EventKind::Call(ref call)
+                if !call.steps.iter().any(|s| QUEUE_RECEIVE_STEPS.contains(&s.name.as_str())))
+    })?;
+    let mut depth = 0u32;
+    for i in (0..c).rev() {
+        match &body.events[i as usize].kind {
+            EventKind::Leave => depth += 1,
+            EventKind::Enter(_) if depth > 0 => depth -= 1,
+            EventKind::Enter(crate::ir::Region::Loop) => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,
 /// `decode`), not a lookup?
 fn decodes(body: &Body, c: u32) -> bool {

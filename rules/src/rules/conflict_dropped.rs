@@ -35,7 +35,8 @@ declare_rule! {
     /// And, in a webhook route or a queue consumer (where the answer is the acknowledgement:
     /// the sender does not deliver a message answered 200 again, a consumer's return acks the
     /// job), the handling of the message failing and the failure only logged: the first call
-    /// at the body's top level that writes or calls another service is the handling, and the
+    /// at the body's top level (in a function that takes messages from a subscription in a
+    /// loop, at the top level of that loop) that writes or calls another service is the handling, and the
     /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
     /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
     /// answer from the error (`(status_for(&e), "rejected")`: the sender is told).
@@ -114,7 +115,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let Some(handler) = cx.message_handler() else {
         return;
     };
-    if matches!(handler, Evidence::Routed(_) | Evidence::Consumer) {
+    if matches!(
+        handler,
+        Evidence::Routed(_) | Evidence::Consumer | Evidence::Subscribed
+    ) {
         handling_swallowed(cx, out);
     }
     for r in 0..cx.body.events.len() as u32 {
@@ -148,8 +152,16 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
     }
     let end = cx.region_end(b);
     !(b + 1..end).any(|i| match &cx.body.events[i as usize].kind {
-        // An ack is the message's end, not a way back.
-        EventKind::Call(c) if c.steps.iter().any(|s| ACK_STEPS.contains(&s.name.as_str())) => false,
+        // An ack is the message's end, not a way back; unless it says the opposite
+        // (JetStream's `ack_with(AckKind::Nak(..))`: redeliver).
+        EventKind::Call(c) if c.steps.iter().any(|s| ACK_STEPS.contains(&s.name.as_str())) => {
+            c.all_args().any(|a| {
+                a.paths.iter().chain(a.calls().iter()).any(|p| {
+                    let last = p.rsplit("::").next().unwrap_or(p);
+                    matches!(last, "Nak" | "Nack")
+                })
+            })
+        }
         EventKind::Call(c) => {
             c.steps
                 .iter()
@@ -256,8 +268,11 @@ fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 /// The handling of the message: the first call at the body's top level that writes durably
-/// or calls another service (a lock attempt that fails is the other form: `lock_attempt`).
+/// or calls another service (a lock attempt that fails is the other form: `lock_attempt`); in
+/// a function that takes its messages from a subscription in a loop, the first such call at
+/// the top level of that loop, for each message.
 fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
+    let scope = crate::handlers::receive_loop(cx.body);
     (0..cx.body.events.len() as u32).find_map(|r| {
         let work = cx
             .effs(r)
@@ -267,7 +282,12 @@ fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
                 EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
                 _ => false,
             })?;
-        (cx.enclosing_regions(r).next().is_none()).then_some((r, work))
+        let mut around = cx.enclosing_regions(r).map(|(e, _)| e);
+        let at_top = match scope {
+            None => around.next().is_none(),
+            Some(l) => around.next() == Some(l),
+        };
+        at_top.then_some((r, work))
     })
 }
 
