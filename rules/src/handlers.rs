@@ -299,20 +299,21 @@ pub(crate) fn names(krate: &CrateView<'_>, caller: BodyId, site: u32, id: BodyId
 }
 
 /// Is call event `c` the receipt of a message from outside: the next message of a broker
-/// subscription (`sub.next().await`, where `sub` was bound from an awaited `subscribe(..)`), or
-/// a batch fetched from a queue service (`sqs.receive_message()..send().await`)?
+/// subscription (see [`takes_from_subscription`]), or a batch fetched from a queue service
+/// (`sqs.receive_message()..send().await`)?
 fn receives(body: &Body, c: u32) -> bool {
+    takes_from_subscription(body, c)
+        || matches!(body.events.get(c as usize).map(|e| &e.kind), Some(EventKind::Call(call))
+            if call.awaited()
+                && call.steps.iter().any(|s| QUEUE_RECEIVE_STEPS.contains(&s.name.as_str())))
+}
+
+/// Is call event `c` the next message of a broker subscription: `sub.next().await`, where `sub`
+/// was bound from an awaited `subscribe(..)`?
+fn takes_from_subscription(body: &Body, c: u32) -> bool {
     let Some(EventKind::Call(call)) = body.events.get(c as usize).map(|e| &e.kind) else {
         return false;
     };
-    if call
-        .steps
-        .iter()
-        .any(|s| QUEUE_RECEIVE_STEPS.contains(&s.name.as_str()))
-        && call.awaited()
-    {
-        return true;
-    }
     let (Some(first_step), [root]) = (call.steps.first(), &call.recv[..]) else {
         return false;
     };
@@ -325,24 +326,10 @@ fn receives(body: &Body, c: u32) -> bool {
         })
 }
 
-/// The loop a function takes its subscription's messages in (`while let Some(msg) =
-/// sub.next().await { .. }`): the `Enter` event of the innermost loop around the receipt.
-pub(crate) fn receive_loop(body: &Body) -> Option<u32> {
-    let c = (0..body.events.len() as u32).find(|&c| {
-        receives(body, c)
-            && matches!(body.events[c as usize].kind, EventKind::Call(ref call)
-                if !call.steps.iter().any(|s| QUEUE_RECEIVE_STEPS.contains(&s.name.as_str())))
-    })?;
-    let mut depth = 0u32;
-    for i in (0..c).rev() {
-        match &body.events[i as usize].kind {
-            EventKind::Leave => depth += 1,
-            EventKind::Enter(_) if depth > 0 => depth -= 1,
-            EventKind::Enter(crate::ir::Region::Loop) => return Some(i),
-            _ => {}
-        }
-    }
-    None
+/// The first call of the body that takes the next message of a subscription (the loop around
+/// it is where each message is handled).
+pub(crate) fn subscription_receipt(body: &Body) -> Option<u32> {
+    (0..body.events.len() as u32).find(|&c| takes_from_subscription(body, c))
 }
 
 /// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,

@@ -111,7 +111,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.body.fenced {
         return;
     }
-    swallowed_then_consumed(cx, out);
+    // The message's handling, found once for both forms that judge it.
+    let handled = handling(cx);
+    swallowed_then_consumed(cx, handled, out);
     let Some(handler) = cx.message_handler() else {
         return;
     };
@@ -119,7 +121,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         handler,
         Evidence::Routed(_) | Evidence::Consumer | Evidence::Subscribed
     ) {
-        handling_swallowed(cx, out);
+        handling_swallowed(cx, handled, out);
     }
     for r in 0..cx.body.events.len() as u32 {
         let Some(e) = lock_attempt(cx, r) else {
@@ -141,6 +143,13 @@ fn lock_attempt<'a>(cx: &RuleCx<'a>, r: u32) -> Option<&'a Effect> {
         .find(|e| e.attempt && matches!(e.kind, EffectKind::Lock | EffectKind::Claim))
 }
 
+/// Does the call acknowledge a message (`ack`, `basic_ack`, `commit_message`, ..)?
+fn acks(call: &crate::ir::Call) -> bool {
+    call.steps
+        .iter()
+        .any(|s| ACK_STEPS.contains(&s.name.as_str()))
+}
+
 /// Does the branch entered at `b` swallow the failure: it does not fail, and nothing in it
 /// requeues, reschedules, records the failure or tells the sender?
 fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
@@ -154,14 +163,12 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
     !(b + 1..end).any(|i| match &cx.body.events[i as usize].kind {
         // An ack is the message's end, not a way back; unless it says the opposite
         // (JetStream's `ack_with(AckKind::Nak(..))`: redeliver).
-        EventKind::Call(c) if c.steps.iter().any(|s| ACK_STEPS.contains(&s.name.as_str())) => {
-            c.all_args().any(|a| {
-                a.paths.iter().chain(a.calls().iter()).any(|p| {
-                    let last = p.rsplit("::").next().unwrap_or(p);
-                    matches!(last, "Nak" | "Nack")
-                })
+        EventKind::Call(c) if acks(c) => c.all_args().any(|a| {
+            a.paths.iter().chain(a.calls().iter()).any(|p| {
+                let last = p.rsplit("::").next().unwrap_or(p);
+                matches!(last, "Nak" | "Nack")
             })
-        }
+        }),
         EventKind::Call(c) => {
             c.steps
                 .iter()
@@ -187,13 +194,17 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
 /// that takes the failure only logs it, and the flow goes on to consume the item it was
 /// working on — a delete of the row it read or claimed, a write of a done state to that table,
 /// an ack of the message. Nobody will do the work again.
-fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+fn swallowed_then_consumed<'a>(
+    cx: &RuleCx<'a>,
+    handled: Option<(u32, &'a Effect)>,
+    out: &mut Vec<Diagnostic>,
+) {
     let mut reported: Vec<u32> = Vec::new();
     // The message's handling, when it is a durable write (`UPDATE orders ..` for a delivery):
     // its failure swallowed and the message then acked loses the message as surely as a failed
     // remote call does. Only the handling: a best-effort write elsewhere (an audit row) is not.
     let handled_by_write =
-        handling(cx).filter(|(_, e)| matches!(e.kind, EffectKind::Write | EffectKind::Claim));
+        handled.filter(|(_, e)| matches!(e.kind, EffectKind::Write | EffectKind::Claim));
     for r in 0..cx.body.events.len() as u32 {
         if cx.detached(r) || query::read_only_request(cx.body, r) {
             continue;
@@ -219,8 +230,7 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // A failed write's item is consumed by an ack of the message, not by the delete of a
         // row of the same database the write just failed on.
         if work.kind != EffectKind::Remote
-            && !matches!(&cx.body.events[c as usize].kind, EventKind::Call(call)
-                if call.steps.iter().any(|s| ACK_STEPS.contains(&s.name.as_str())))
+            && !matches!(&cx.body.events[c as usize].kind, EventKind::Call(call) if acks(call))
         {
             continue;
         }
@@ -237,8 +247,8 @@ fn swallowed_then_consumed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// acknowledgement; for a consumer, returning is). The handling is the first call at the
 /// body's top level that writes or calls another service; a best-effort call after it (an
 /// audit line, a notification) is not.
-fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((r, work)) = handling(cx) else {
+fn handling_swallowed(cx: &RuleCx<'_>, handled: Option<(u32, &Effect)>, out: &mut Vec<Diagnostic>) {
+    let Some((r, work)) = handled else {
         return;
     };
     let Some(b) = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b)) else {
@@ -272,7 +282,11 @@ fn handling_swallowed(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// a function that takes its messages from a subscription in a loop, the first such call at
 /// the top level of that loop, for each message.
 fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
-    let scope = crate::handlers::receive_loop(cx.body);
+    let scope = crate::handlers::subscription_receipt(cx.body).and_then(|c| {
+        cx.enclosing_regions(c)
+            .find(|(_, r)| matches!(r, Region::Loop))
+            .map(|(e, _)| e)
+    });
     (0..cx.body.events.len() as u32).find_map(|r| {
         let work = cx
             .effs(r)
@@ -388,11 +402,7 @@ fn consumed_after(cx: &RuleCx<'_>, r: u32, from: u32) -> Option<u32> {
             EventKind::Leave => depth -= 1,
             EventKind::Exit if depth <= 0 => return None,
             EventKind::Call(call) if depth <= 0 => {
-                if call
-                    .steps
-                    .iter()
-                    .any(|s| ACK_STEPS.contains(&s.name.as_str()))
-                {
+                if acks(call) {
                     return Some(c);
                 }
                 let consumes = |e: &Effect| {

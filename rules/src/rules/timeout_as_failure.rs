@@ -403,14 +403,14 @@ fn error_branches(cx: &RuleCx<'_>, t: u32, test: &Test, wrapped: bool) -> Vec<(u
             let mut timeouts_taken = false;
             // A catch-all arm (`_ =>`, `other =>`) after arms that only match `Ok(..)` takes
             // the errors, timeouts among them.
-            let mut only_ok_before = false;
+            let mut ok_arm_before = false;
             let mut err_before = false;
             for (&b, pat) in branches.iter().zip(test.pats.iter()) {
-                if pat.is_empty() && only_ok_before && !err_before {
+                if pat.is_empty() && ok_arm_before && !err_before {
                     out.push((b, path));
                     break;
                 }
-                only_ok_before |= pat.first().is_some_and(|v| v == "Ok");
+                ok_arm_before |= pat.first().is_some_and(|v| v == "Ok");
                 if !outer_err(pat) {
                     continue;
                 }

@@ -220,6 +220,14 @@ fn marks_found_token_used(cx: &RuleCx<'_>, d: u32) -> Option<Effect> {
     })
 }
 
+/// Is `read` a check of the token `del` consumes: a read of its table that finds a token, or
+/// picks rows not yet marked as `del` marks them?
+fn checks_token(read: &Effect, del: &Effect) -> bool {
+    read.kind == EffectKind::Read
+        && (read.token || picks_unmarked(read, del))
+        && query::same_state(read.table.as_deref(), del.table.as_deref())
+}
+
 /// Does the read pick rows by the consumption mark that `mark` sets (`.. AND redeemed_at IS
 /// NULL`, then `SET redeemed_at = now()`)? Then the row is used once, and the read is its check.
 fn picks_unmarked(read: &Effect, mark: &Effect) -> bool {
@@ -304,14 +312,9 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         }
         // Checked and deleted in separate steps around the effect.
-        let checked = (0..d).rev().find(|&c| {
-            !cx.detached(c)
-                && cx.effs(c).any(|e| {
-                    e.kind == EffectKind::Read
-                        && (e.token || picks_unmarked(e, del))
-                        && query::same_state(e.table.as_deref(), del.table.as_deref())
-                })
-        });
+        let checked = (0..d)
+            .rev()
+            .find(|&c| !cx.detached(c) && cx.effs(c).any(|e| checks_token(e, del)));
         if let Some(c) = checked
             && let Some((e, eff)) =
                 (c + 1..d).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
@@ -780,13 +783,7 @@ fn guards(cx: &RuleCx<'_>, d: u32, del: &Effect) -> bool {
         || result_checked(cx, d)
         || (0..d)
             .filter(|c| !elsewhere.iter().any(|&(a, b)| (a..=b).contains(c)))
-            .any(|c| {
-                cx.effs(c).any(|e| {
-                    e.kind == EffectKind::Read
-                        && (e.token || picks_unmarked(e, del))
-                        && query::same_state(e.table.as_deref(), del.table.as_deref())
-                })
-            })
+            .any(|c| cx.effs(c).any(|e| checks_token(e, del)))
 }
 
 /// Is the result of the deletion at `d` looked at: tested, one row demanded of it (`DELETE ..
