@@ -516,6 +516,9 @@ pub struct StructLit {
     pub fields: Vec<Name>,
     /// Each field's value when it is a constant (`status: Set(Status::Paid)`).
     pub values: Vec<Option<Name>>,
+    /// The literal is the whole value (`let p = Payout { .. }`, `&Payout { .. }`), not an
+    /// argument or receiver inside it (`insert(Payout { .. })`).
+    pub whole: bool,
 }
 
 impl Call {

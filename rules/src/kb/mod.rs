@@ -156,6 +156,12 @@ pub fn classify_body(
                     .and_then(|v| cx.variant_field(&b.deps[0], v, &b.names[0]));
                 let class = if let Some(ty) = b.ty().or(variant_ty) {
                     Some(types::class_of(ty, facts, file, cx.memo))
+                } else if let Some(l) = b
+                    .lit()
+                    .filter(|l| l.whole && facts.structs.contains_key(l.ty.as_str()))
+                {
+                    // A literal of a crate struct is of that type, whatever its fields call.
+                    Some(Class::User(l.ty.clone()))
                 } else if let Some(last) = match b.calls.as_slice() {
                     [] => None,
                     [only] => Some(*only),

@@ -259,6 +259,22 @@ pub(super) fn strings(e: &Expr, out: &mut Vec<Name>, depth: u32) {
 }
 
 pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
+    let mut lit = inner_struct_lit(e)?;
+    lit.whole = whole_struct_lit(e);
+    Some(lit)
+}
+
+/// Is `e` itself a struct literal, behind references, parentheses, `.await` or `?` at most?
+fn whole_struct_lit(e: &Expr) -> bool {
+    match e {
+        Expr::Struct(_) => true,
+        Expr::Reference(r) => whole_struct_lit(&r.expr),
+        Expr::Paren(p) => whole_struct_lit(&p.expr),
+        _ => false,
+    }
+}
+
+fn inner_struct_lit(e: &Expr) -> Option<StructLit> {
     match e {
         Expr::Struct(s) => Some(StructLit {
             ty: super::last_segment(&s.path),
@@ -271,15 +287,16 @@ pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
                 .map(|seg| Name::display(&seg.ident)),
             fields: s.fields.each().map(|f| member(&f.member)).collect(),
             values: s.fields.each().map(|f| value_text(&f.expr, true)).collect(),
+            whole: false,
         }),
-        Expr::Call(c) => c.args.each().find_map(struct_lit),
+        Expr::Call(c) => c.args.each().find_map(inner_struct_lit),
         Expr::MethodCall(m) => {
-            struct_lit(&m.receiver).or_else(|| m.args.each().find_map(struct_lit))
+            inner_struct_lit(&m.receiver).or_else(|| m.args.each().find_map(inner_struct_lit))
         }
-        Expr::Reference(r) => struct_lit(&r.expr),
-        Expr::Paren(p) => struct_lit(&p.expr),
-        Expr::Await(a) => struct_lit(&a.base),
-        Expr::Try(t) => struct_lit(&t.expr),
+        Expr::Reference(r) => inner_struct_lit(&r.expr),
+        Expr::Paren(p) => inner_struct_lit(&p.expr),
+        Expr::Await(a) => inner_struct_lit(&a.base),
+        Expr::Try(t) => inner_struct_lit(&t.expr),
         _ => None,
     }
 }

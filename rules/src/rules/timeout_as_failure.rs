@@ -17,12 +17,16 @@ declare_rule! {
     /// recorded as a definite failure: on the path where the call timed out, a state column is
     /// set to a failure value (`FAILED`, `Declined`, `cancelled`, `JOB_STATE_FAILED`, ..), a
     /// refund or compensation runs — in the function itself or in a crate helper it calls, with
-    /// the value written there or handed down to it (`mark(id, State::Failed)`) — or a row the
+    /// the value written there or handed down to it (`mark(id, State::Failed)`), or set on a
+    /// value's state field that a write later on the way stores (`payout.status =
+    /// PayoutStatus::Failed`, then `payout.insert(&mut tx)`) — or a row the
     /// function created for the call is deleted again (a membership inserted, the invitation
     /// mail sent, the membership deleted when the send fails). The timeout path is the
     /// `Err(_)` of `tokio::time::timeout(..)` around the call, the branch of `e.is_timeout()`,
     /// `Code::DeadlineExceeded` or `ErrorKind::TimedOut`, or an error branch of the call that
-    /// does not tell timeouts apart from other errors. And an HTTP `POST` or `PATCH` (or an API
+    /// does not tell timeouts apart from other errors (also of an async block awaited in place
+    /// as a try/catch: `let res = async { client.execute(id).await?; Ok(()) }.await`; an error
+    /// is the latest call's that made the value tested). And an HTTP `POST` or `PATCH` (or an API
     /// client's call that creates: octocrab's `create_comment(..)`) handed in a closure to a
     /// retry (a retry library's `retry(..)`, tokio-retry's
     /// `Retry::spawn(..)`, or a crate fn that calls the closure it is given in a loop that
@@ -320,7 +324,9 @@ enum Path {
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     retried_blind(cx, out);
     let mut reported: Vec<u32> = Vec::new();
-    for r in 0..cx.body.events.len() as u32 {
+    // The latest call first: a result made by a second call from the first one's answer
+    // (`let done = async { client.execute(req.id).await }.await`) fails with the second's error.
+    for r in (0..cx.body.events.len() as u32).rev() {
         let Some(remote) = cx.eff(r, EffectKind::Remote) else {
             continue;
         };
@@ -551,17 +557,52 @@ fn failure_records(
 /// Does event `i` record a definite failure: a write of a failure value to a state column, or
 /// a call of a refund / compensation?
 fn records_failure(cx: &RuleCx<'_>, i: u32) -> bool {
-    let writes_failure = |e: &Effect| {
-        matches!(e.kind, EffectKind::Write | EffectKind::Claim)
-            && !e.in_memory
-            && e.sets.iter().any(|a| {
-                is_state_column(&a.column)
-                    && matches!(&a.value, AssignedValue::Const(v) if is_failure_value(v))
-            })
-    };
     cx.effs(i).any(writes_failure)
         || matches!(&cx.body.events[i as usize].kind, EventKind::Call(c) if names_compensation(c))
         || undoes_creation(cx, i)
+        || failure_set_then_saved(cx, i)
+}
+
+/// A store write of a failure value to a state column.
+fn writes_failure(e: &Effect) -> bool {
+    matches!(e.kind, EffectKind::Write | EffectKind::Claim)
+        && !e.in_memory
+        && e.sets.iter().any(|a| {
+            is_state_column(&a.column)
+                && matches!(&a.value, AssignedValue::Const(v) if is_failure_value(v))
+        })
+}
+
+/// Does event `i` set a state field of a value to a failure (`payout.status =
+/// PayoutStatus::Failed`, `active.status = Set(Status::Failed)`) that a store write later on the
+/// way saves (`payout.save(db)`, `active.update(db)`, `repo.store(&payout)`)? The model carries
+/// the failure to the store.
+fn failure_set_then_saved(cx: &RuleCx<'_>, i: u32) -> bool {
+    let events = &cx.body.events;
+    let EventKind::Assign(a) = &events[i as usize].kind else {
+        return false;
+    };
+    let Some((root, field)) = a.target.split_once('.') else {
+        return false;
+    };
+    let field = field.rsplit('.').next().unwrap_or(field);
+    if !is_state_column(field) || !a.value.as_deref().is_some_and(is_failure_value) {
+        return false;
+    }
+    let names_root = |c: &crate::ir::Call| {
+        c.recv.first().is_some_and(|r| r == root)
+            || c.all_args()
+                .any(|arg| arg.paths.iter().any(|p| crate::query::first(p) == root))
+    };
+    (i + 1..cx.reach_end(i)).any(|k| {
+        !cx.detached(k)
+            && matches!(&events[k as usize].kind, EventKind::Call(c) if names_root(c))
+            && cx.effs(k).any(|e| {
+                // A write that carries the failure itself (`model.update(db)` of a sea-orm
+                // model) is the record, judged at the write.
+                e.kind == EffectKind::Write && !e.in_memory && !writes_failure(e)
+            })
+    })
 }
 
 /// Does event `i` delete a row of a table this body wrote earlier on its path (`user.save(..)`
