@@ -697,6 +697,18 @@ pub(crate) const CONCURRENT_MAP_WRITES: &[&str] = &[
     "clear",
     "remove_if",
     "alter_all",
+    // A cache's removal (moka's `invalidate`).
+    "invalidate",
+];
+/// The steps that take one entry out of an in-memory map or cache.
+pub(crate) const ENTRY_REMOVAL_STEPS: &[&str] = &[
+    "remove",
+    "remove_entry",
+    "take",
+    "invalidate",
+    "swap_remove",
+    "shift_remove",
+    "pop",
 ];
 
 /// Distributed lock managers' acquire steps (awaited: `locks.lock(resource, ttl).await`).
@@ -1040,7 +1052,15 @@ pub(crate) const TYPE_WRAPPERS: &[&str] = &[
 
 /// Words of a resolved type path (lowercase) and the class they give, tried in this order by
 /// `kb::types`.
-pub(crate) const CONCURRENT_MAP_TYPES: &[&str] = &["dashmap", "dashset", "scc::"];
+/// Concurrent maps and caches, each call atomic on its own (moka's and quick_cache's caches too).
+pub(crate) const CONCURRENT_MAP_TYPES: &[&str] = &[
+    "dashmap",
+    "dashset",
+    "scc::",
+    "moka::",
+    "mini_moka::",
+    "quick_cache::",
+];
 pub(crate) const DIST_LOCK_TYPES: &[&str] = &[
     "lockmanager",
     "redlock",

@@ -589,6 +589,7 @@ impl Classifier<'_> {
                 if e.clears_token() {
                     e.token = true;
                 }
+                sync::mark_token_entry(call, &mut e);
                 if e.kind == EffectKind::Remote {
                     e.set_read_only(net::reads_only(call, &recv, &self.built_verbs(call)));
                 }
