@@ -170,6 +170,9 @@ pub(crate) const QUEUE_RECEIVE_STEPS: &[&str] = &["receive_message"];
 
 pub(crate) const BROKER_MESSAGE_TYPES: &[&str] = &["Delivery", "BorrowedMessage", "OwnedMessage"];
 
+/// Broker consumer types known by their own name (rdkafka's consumers).
+pub(crate) const BROKER_CONSUMER_TYPES: &[&str] = &["StreamConsumer", "BaseConsumer"];
+
 /// Steps that decode a message into its payload (what they return is still the message):
 /// `serde_json::from_slice(&d.data)`, `request.into_inner()`, `msg.payload()`.
 pub(crate) const DECODE_STEPS: &[&str] = &[

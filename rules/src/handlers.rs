@@ -3,8 +3,9 @@
 //! says so. A message may belong to the past: it was sent before the record last changed.
 
 use crate::apis::{
-    BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS, DECODE_STEPS,
-    QUEUE_RECEIVE_STEPS, RECEIVE_STEPS, RESULT_ADAPTER_STEPS, ROUTE_STEPS, SUBSCRIBE_STEPS,
+    BROKER_CONSUMER_TYPES, BROKER_CRATES, BROKER_MESSAGE_TYPES, CONSUMER_REGISTRATION_STEPS,
+    DECODE_STEPS, QUEUE_RECEIVE_STEPS, RECEIVE_STEPS, RESULT_ADAPTER_STEPS, ROUTE_STEPS,
+    SUBSCRIBE_STEPS,
 };
 use crate::facts::BodyId;
 use crate::fxhash::{FxHashMap, FxHashSet};
@@ -184,7 +185,7 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
 /// `serde_json::from_slice(&delivery.data)`, `request.into_inner()`); a lookup keyed by the
 /// message (`let repo = ctx.repo(&name)`) is not the message.
 pub(crate) fn message_locals(body: &Body, upto: u32) -> Messages<'_> {
-    let mut m = Messages::new(body, message_params(body));
+    let mut m = Messages::new(body, message_params(body), Vec::new());
     m.advance(upto);
     m
 }
@@ -224,7 +225,7 @@ pub(crate) fn messages_of<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a>
             }
         }
     }
-    Messages::new(body, seeds)
+    Messages::new(body, seeds, consumer_receipts(krate, id))
 }
 
 /// The locals that hold a handler's message, followed event by event: [`Messages::advance`]
@@ -232,14 +233,18 @@ pub(crate) fn messages_of<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a>
 pub(crate) struct Messages<'a> {
     body: &'a Body,
     locals: FxHashSet<&'a str>,
+    /// The calls that take a message from a broker consumer known by its type (see
+    /// [`consumer_receipts`]).
+    receipts: Vec<u32>,
     at: u32,
 }
 
 impl<'a> Messages<'a> {
-    fn new(body: &'a Body, seeds: Vec<&'a Name>) -> Self {
+    fn new(body: &'a Body, seeds: Vec<&'a Name>, receipts: Vec<u32>) -> Self {
         Messages {
             body,
             locals: seeds.into_iter().map(Name::as_str).collect(),
+            receipts,
             at: 0,
         }
     }
@@ -253,7 +258,9 @@ impl<'a> Messages<'a> {
             };
             let of_message = b.calls.iter().all(|&c| decodes(self.body, c))
                 && b.deps.iter().any(|d| self.locals.contains(first(d)))
-                || b.calls.iter().any(|&c| receives(self.body, c));
+                || b.calls
+                    .iter()
+                    .any(|&c| receives(self.body, c) || self.receipts.contains(&c));
             for n in b.names.iter() {
                 if of_message {
                     self.locals.insert(n.as_str());
@@ -326,10 +333,62 @@ fn takes_from_subscription(body: &Body, c: u32) -> bool {
         })
 }
 
+/// The calls of body `id` that take the next message from a broker consumer it holds in a
+/// parameter or a field of `self`, known by the declared type (`consumer.recv().await` on
+/// rdkafka's `StreamConsumer`, `sub.next().await` on an async-nats `Subscriber`): the
+/// subscription was made elsewhere.
+fn consumer_receipts(krate: &CrateView<'_>, id: BodyId) -> Vec<u32> {
+    let body = krate.body(id);
+    let typed = |ty: &crate::ir::TypeRef| ty.iter().any(|t| is_consumer_type(krate, id, t));
+    (0..body.events.len() as u32)
+        .filter(|&c| {
+            let Some(EventKind::Call(call)) = body.events.get(c as usize).map(|e| &e.kind) else {
+                return false;
+            };
+            if !call.awaited()
+                || !call
+                    .steps
+                    .iter()
+                    .any(|s| RECEIVE_STEPS.contains(&s.name.as_str()))
+            {
+                return false;
+            }
+            match &call.recv[..] {
+                [root] => body.params.iter().any(|(n, ty)| n == root && typed(ty)),
+                [me, field] if me == "self" => body
+                    .self_ty
+                    .as_deref()
+                    .and_then(|t| krate.facts.field_type(t, field))
+                    .is_some_and(typed),
+                _ => false,
+            }
+        })
+        .collect()
+}
+
+/// A broker's consumer type: rdkafka's `StreamConsumer` / `BaseConsumer` by name, or a
+/// `Consumer` / `Subscriber` that the file's `use` paths take from a broker crate.
+fn is_consumer_type(krate: &CrateView<'_>, id: BodyId, t: &str) -> bool {
+    let last = t.rsplit("::").next().unwrap_or(t);
+    BROKER_CONSUMER_TYPES.contains(&last)
+        || matches!(
+            last,
+            "Consumer" | "Subscriber" | "PullConsumer" | "PushConsumer"
+        ) && {
+            let full = krate.facts.resolve(id.file, t);
+            BROKER_CRATES.iter().any(|c| full.starts_with(c))
+        }
+}
+
 /// The first call of the body that takes the next message of a subscription (the loop around
 /// it is where each message is handled).
-pub(crate) fn subscription_receipt(body: &Body) -> Option<u32> {
-    (0..body.events.len() as u32).find(|&c| takes_from_subscription(body, c))
+pub(crate) fn subscription_receipt(krate: &CrateView<'_>, id: BodyId) -> Option<u32> {
+    let body = krate.body(id);
+    let subscribed = (0..body.events.len() as u32).find(|&c| takes_from_subscription(body, c));
+    match (subscribed, consumer_receipts(krate, id).first()) {
+        (Some(a), Some(&b)) => Some(a.min(b)),
+        (a, b) => a.or(b.copied()),
+    }
 }
 
 /// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,
@@ -375,7 +434,9 @@ fn direct(krate: &CrateView<'_>, id: BodyId) -> Option<Evidence> {
             Evidence::Routed(path.clone())
         });
     }
-    if (0..body.events.len() as u32).any(|c| receives(body, c)) {
+    if (0..body.events.len() as u32).any(|c| receives(body, c))
+        || !consumer_receipts(krate, id).is_empty()
+    {
         return Some(Evidence::Subscribed);
     }
     let handles = is_dispatch_target_name(&body.ident);

@@ -21,7 +21,8 @@ declare_rule! {
     /// one (`stripe_webhook`, `handle_payment_event`), a consumer registered with a queue
     /// (apalis `build_fn`), a function that takes messages from a subscription itself (`while
     /// let Some(msg) = sub.next().await` after an awaited `client.subscribe(..)`, SQS
-    /// `receive_message()`), a function taking a broker's message (lapin `Delivery`, rdkafka
+    /// `receive_message()`, or `consumer.recv().await` on a consumer it is handed, known by its
+    /// declared type: rdkafka's `StreamConsumer`, an async-nats `Subscriber`), a function taking a broker's message (lapin `Delivery`, rdkafka
     /// `BorrowedMessage`, an `async_nats::Message`) or a message type (`Json<PaymentWebhook>`,
     /// `Request<ShipmentNotification>`), or what such a handler dispatches to
     /// (`handle_pull_request_closed`) — that updates a record's state column (SQL, diesel,

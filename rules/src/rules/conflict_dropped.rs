@@ -36,7 +36,9 @@ declare_rule! {
     /// the sender does not deliver a message answered 200 again, a consumer's return acks the
     /// job), the handling of the message failing and the failure only logged: the first call
     /// at the body's top level (in a function that takes messages from a subscription in a
-    /// loop, at the top level of that loop) that writes or calls another service is the handling, and the
+    /// loop, or from a broker consumer it is handed, known by its type: rdkafka's
+    /// `StreamConsumer`, at the top level of that loop) that writes or calls another service
+    /// is the handling, and the
     /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
     /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
     /// answer from the error (`(status_for(&e), "rejected")`: the sender is told).
@@ -282,7 +284,7 @@ fn handling_swallowed(cx: &RuleCx<'_>, handled: Option<(u32, &Effect)>, out: &mu
 /// a function that takes its messages from a subscription in a loop, the first such call at
 /// the top level of that loop, for each message.
 fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
-    let scope = crate::handlers::subscription_receipt(cx.body).and_then(|c| {
+    let scope = crate::handlers::subscription_receipt(cx.krate, cx.id).and_then(|c| {
         cx.enclosing_regions(c)
             .find(|(_, r)| matches!(r, Region::Loop))
             .map(|(e, _)| e)
