@@ -721,6 +721,8 @@ pub(crate) const DIST_LOCK_STEPS: &[&str] = &[
     "acquire_no_guard",
     "try_lock",
     "try_acquire",
+    // kube-leader-election's `LeaseLock::try_acquire_or_renew()`.
+    "try_acquire_or_renew",
 ];
 
 /// Steps that end a guard's life early (`locks.unlock(&guard)`, `lease.release(guard)`, sqlx's
@@ -1074,6 +1076,10 @@ pub(crate) const DIST_LOCK_TYPES: &[&str] = &[
     // staleguard's own lease stores (`SqliteLeaseStore`, `PgLeaseStore`, `LeaseGuard`).
     "leasestore",
     "leaseguard",
+    // etcd's lock service (`etcd_client::Client::lock(name, LockOptions::with_lease(..))`).
+    "etcd_client::",
+    // kube-leader-election's lease on a Kubernetes `Lease` object.
+    "kube_leader_election::",
 ];
 pub(crate) const MAP_TYPES: &[&str] = &[
     "dashmap", "hashmap", "btreemap", "lrucache", "indexmap", "scc::",

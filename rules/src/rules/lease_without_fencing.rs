@@ -17,7 +17,9 @@ declare_rule! {
     /// ### What it does
     ///
     /// Flags the first write or remote call made while a lease is held — a distributed lock
-    /// (a redlock / lock-manager client), a Redis lock (`SET lock:x v NX PX ..`), a PostgreSQL
+    /// (a redlock / lock-manager client, etcd's lock service: `etcd_client::Client::lock`,
+    /// kube-leader-election's `LeaseLock::try_acquire_or_renew`), a Redis lock (`SET lock:x v
+    /// NX PX ..`), a PostgreSQL
     /// session advisory lock (`pg_advisory_lock`, held by the connection, across
     /// transactions), a lease kept in a table row (a leader election or a named lock: `UPDATE
     /// leader_leases SET holder = $1, expires_at = .. WHERE .. AND (expires_at < now() OR
@@ -93,8 +95,8 @@ declare_rule! {
     ///
     /// ### Known problems
     ///
-    /// Leases the analyzer does not recognise — etcd, ZooKeeper or Consul leases, leader
-    /// elections of other libraries — are not checked; of a lease row in a table only the
+    /// Leases the analyzer does not recognise — etcd leases used without its lock service,
+    /// ZooKeeper or Consul leases, leader elections of other libraries — are not checked; of a lease row in a table only the
     /// renewal and a take-over filtered on the expiry are (a row taken by a compare-and-set
     /// on its holder alone is not seen as a lease), and of a Kubernetes Lease only its patches (what the holder writes elsewhere
     /// after its lease lapsed is not tied to the lease). A Lease patch counts as conditional
