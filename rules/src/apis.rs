@@ -703,6 +703,16 @@ pub(crate) const CONCURRENT_MAP_WRITES: &[&str] = &[
     // A cache's removal (moka's `invalidate`).
     "invalidate",
 ];
+/// Types that control tasks, not credentials: a map of them named `*_tokens` holds no
+/// one-time tokens.
+pub(crate) const TASK_CONTROL_TYPES: &[&str] = &[
+    "CancellationToken",
+    "DropGuard",
+    "JoinHandle",
+    "AbortHandle",
+    "Sender",
+    "Notify",
+];
 /// The steps that take one entry out of an in-memory map or cache.
 pub(crate) const ENTRY_REMOVAL_STEPS: &[&str] = &[
     "remove",

@@ -589,7 +589,20 @@ impl Classifier<'_> {
                 if e.clears_token() {
                     e.token = true;
                 }
-                sync::mark_token_entry(call, &mut e);
+                // A map of cancellation tokens or task handles holds no credentials.
+                let controls = e.in_memory
+                    && e.table.as_deref().is_some_and(|t| {
+                        let parts: Vec<Name> = t.split('.').map(Name::new).collect();
+                        self.self_place_type(&parts).is_some_and(|ty| {
+                            ty.iter().any(|t| {
+                                crate::apis::TASK_CONTROL_TYPES
+                                    .contains(&t.rsplit("::").next().unwrap_or(t))
+                            })
+                        })
+                    });
+                if !controls {
+                    sync::mark_token_entry(call, &mut e);
+                }
                 if e.kind == EffectKind::Remote {
                     e.set_read_only(net::reads_only(call, &recv, &self.built_verbs(call)));
                 }

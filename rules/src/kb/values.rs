@@ -55,6 +55,29 @@ impl Classifier<'_> {
         Some(class)
     }
 
+    /// The declared type of a `self.` place (`self.login_codes`), through the crate's struct
+    /// fields.
+    pub fn self_place_type(&self, parts: &[Name]) -> Option<&crate::ir::TypeRef> {
+        let (first, fields) = parts.split_first()?;
+        if first != "self" || fields.is_empty() {
+            return None;
+        }
+        let mut ty = self.body.self_ty.clone()?;
+        let (last, between) = fields.split_last()?;
+        for field in between {
+            match types::class_of(
+                self.field_through_deref(&ty, field)?,
+                self.facts,
+                self.file,
+                self.memo,
+            ) {
+                Class::User(t) => ty = t,
+                _ => return None,
+            }
+        }
+        self.field_through_deref(&ty, last)
+    }
+
     /// The type of field `field` of crate type `ty`, or, when `ty` has no such field and is a
     /// newtype (`struct AppState(Arc<App>)`), of the type it wraps: `state.emails` only
     /// compiles through the newtype's `Deref`. Two wrappers deep at most.
