@@ -294,6 +294,17 @@ impl Effect {
         self.mark(Self::LIST_MOVE, on);
     }
 
+    /// An `UPDATE` of the row an unlocked subquery picked, setting a column the subquery
+    /// filtered on and the outer filter does not test (see [`crate::sql::SqlInfo::picked_claim`]):
+    /// the first of `sets` is that column.
+    pub fn picked_claim(&self) -> bool {
+        self.marks & Self::PICKED_CLAIM != 0
+    }
+
+    pub fn set_picked_claim(&mut self, on: bool) {
+        self.mark(Self::PICKED_CLAIM, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -307,6 +318,7 @@ impl Effect {
     const CTE_WRITE: u8 = 4;
     const CONFLICT_SETS: u8 = 8;
     const LIST_MOVE: u8 = 16;
+    const PICKED_CLAIM: u8 = 32;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

@@ -75,6 +75,10 @@ pub struct SqlInfo {
     /// A `SELECT` that orders what it finds (`ORDER BY sent_at DESC LIMIT 1`): it picks among
     /// several rows with the columns it filters on.
     pub ordered: bool,
+    /// An `UPDATE` of the row an unlocked subquery picked, setting a column that subquery
+    /// filtered on (`SET ledger_tx_id = $1 WHERE id = (SELECT id .. WHERE ledger_tx_id IS NULL
+    /// LIMIT 1)`): the column claimed, which the outer filter does not test again.
+    pub picked_claim: Option<Name>,
     /// An advisory lock the statement takes: PostgreSQL's `pg_advisory_lock` /
     /// `pg_try_advisory_lock` (held by the session, across transactions) or the
     /// `pg_advisory_xact_lock` forms (ended by the transaction), MySQL's `GET_LOCK` (session).
@@ -112,6 +116,7 @@ impl SqlInfo {
             cte_writes: false,
             counts: false,
             ordered: false,
+            picked_claim: None,
             advisory: None,
         }
     }
@@ -524,7 +529,24 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             continue;
         }
         if toks[i].is_kw("where") {
-            i = where_columns(toks, i + 1, &mut info.where_cols);
+            let mut picked = Subquery::default();
+            i = where_columns_split(toks, i + 1, &mut info.where_cols, Some(&mut picked));
+            // An `UPDATE` / `DELETE` of the row a subquery picked without locking it (`WHERE id
+            // = (SELECT id .. WHERE ledger_tx_id IS NULL LIMIT 1)`): the subquery's filter is
+            // read from the statement's snapshot and not tested again once the row is locked,
+            // so only the outer filter guards the write. Two workers pick the same row.
+            let writes = matches!(info.kind, SqlKind::Update | SqlKind::Delete);
+            if writes && picked.seen && !picked.locked {
+                info.picked_claim = info
+                    .set_cols
+                    .iter()
+                    .find(|c| picked.cols.contains(c) && !info.where_cols.contains(c))
+                    .cloned();
+            } else {
+                for c in picked.cols {
+                    push_unique(&mut info.where_cols, c);
+                }
+            }
             continue;
         }
         i += 1;
@@ -534,15 +556,60 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
 
 /// The columns compared in the `WHERE` clause that starts at `from`; returns where it ends.
 fn where_columns(toks: &[Tok], from: usize, out: &mut Vec<Name>) -> usize {
+    where_columns_split(toks, from, out, None)
+}
+
+/// What a `WHERE` clause's subqueries (`(SELECT ..)`) compare, kept apart from the clause's
+/// own columns.
+#[derive(Default)]
+struct Subquery {
+    seen: bool,
+    /// Some subquery locks what it reads (`FOR UPDATE`, `FOR SHARE`).
+    locked: bool,
+    cols: Vec<Name>,
+}
+
+/// [`where_columns`]; with `sub`, the columns compared inside subqueries go to `sub` instead.
+fn where_columns_split(
+    toks: &[Tok],
+    from: usize,
+    out: &mut Vec<Name>,
+    mut sub: Option<&mut Subquery>,
+) -> usize {
     let mut j = from;
     let mut depth = 0i32;
+    // The depth at which the outermost subquery's tokens are, while inside one.
+    let mut in_sub: Option<i32> = None;
     while j < toks.len() {
         match &toks[j] {
-            Tok::Open => depth += 1,
+            Tok::Open => {
+                depth += 1;
+                if in_sub.is_none()
+                    && let Some(s) = sub.as_deref_mut()
+                    && toks.get(j + 1).is_some_and(|t| t.is_kw("select"))
+                {
+                    s.seen = true;
+                    in_sub = Some(depth);
+                }
+            }
             Tok::Close => {
+                if in_sub == Some(depth) {
+                    in_sub = None;
+                }
                 depth -= 1;
                 if depth < 0 {
                     break;
+                }
+            }
+            Tok::Word(w, false)
+                if in_sub.is_some()
+                    && w == "for"
+                    && toks.get(j + 1).is_some_and(|t| {
+                        t.is_kw("update") || t.is_kw("share") || t.is_kw("no")
+                    }) =>
+            {
+                if let Some(s) = sub.as_deref_mut() {
+                    s.locked = true;
                 }
             }
             Tok::Semi => break,
@@ -568,7 +635,10 @@ fn where_columns(toks: &[Tok], from: usize, out: &mut Vec<Name>) -> usize {
                 let prev_cmp = j > 0 && matches!(toks[j - 1], Tok::Cmp);
                 let is_keyword = !quoted && SQL_WORDS.contains(&w.as_str());
                 if compared && !is_keyword && !prev_cmp {
-                    push_unique(out, w.clone());
+                    match (in_sub, sub.as_deref_mut()) {
+                        (Some(_), Some(s)) => push_unique(&mut s.cols, w.clone()),
+                        _ => push_unique(out, w.clone()),
+                    }
                 }
             }
             _ => {}
@@ -1017,6 +1087,29 @@ mod tests {
             classify("UPDATE t SET a =").unwrap().assigns,
             vec![("a".into(), SqlValue::Expr)]
         );
+    }
+
+    #[test]
+    fn an_unlocked_subquery_pick_does_not_guard_the_update() {
+        let i = classify(
+            "UPDATE transfers SET ledger_entry_id = $1 WHERE id = (SELECT id FROM transfers WHERE ledger_entry_id IS NULL LIMIT 1) RETURNING id",
+        )
+        .unwrap();
+        assert_eq!(i.where_cols, vec!["id"]);
+        assert_eq!(i.picked_claim.as_deref(), Some("ledger_entry_id"));
+        // Locked, the pick is tested again once the row is held: its filter guards the write.
+        let locked = classify(
+            "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs WHERE status = 'queued' LIMIT 1 FOR UPDATE SKIP LOCKED)",
+        )
+        .unwrap();
+        assert_eq!(locked.where_cols, vec!["id", "status"]);
+        assert_eq!(locked.picked_claim, None);
+        // A read keeps its subquery's columns.
+        let read = classify(
+            "SELECT * FROM users WHERE id IN (SELECT user_id FROM resets WHERE token = $1)",
+        )
+        .unwrap();
+        assert_eq!(read.where_cols, vec!["id", "token"]);
     }
 
     #[test]

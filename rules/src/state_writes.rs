@@ -17,6 +17,12 @@ pub(crate) fn moved_state(e: &Effect) -> Option<&Assigned> {
     if !updates_rows(e) {
         return None;
     }
+    // The row an unlocked subquery picked, claimed by a column the pick tested (`SET
+    // ledger_tx_id = $1 WHERE id = (SELECT id .. WHERE ledger_tx_id IS NULL LIMIT 1)`): that
+    // column is the row's state, whatever it is called.
+    if e.picked_claim() {
+        return e.sets.first();
+    }
     e.sets.iter().find(|a| {
         is_state_column(&a.column) && !in_postal_address(e)
             || matches!(&a.value, AssignedValue::Const(v) if is_state_value(v))

@@ -844,7 +844,15 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     e.where_cols = sql.where_cols.clone().into();
     e.token = token_table
         || sql.kind != SqlKind::Insert && sql.where_cols.iter().any(|c| is_token_name(c));
-    e.sets = cx.sql_assignments(sql, call).into();
+    let mut sets = cx.sql_assignments(sql, call);
+    // The claimed column first (see `Effect::picked_claim`).
+    if let Some(col) = &sql.picked_claim
+        && let Some(k) = sets.iter().position(|a| a.column == *col)
+    {
+        sets[..=k].rotate_right(1);
+        e.set_picked_claim(true);
+    }
+    e.sets = sets.into();
     e.filtered = sql.filtered;
     // `WITH picked AS (SELECT .. WHERE status = .. FOR UPDATE) UPDATE ..`: the rows written are
     // the ones the locking query picked, by its filter.

@@ -33,7 +33,13 @@ declare_rule! {
     /// it writes the state column from the copy read earlier, keyed by the id alone. So is a
     /// flag set in the same statement as a change made from a column's own value (`SET
     /// is_admitted = TRUE, balance = balance - $1 WHERE pubkey = $2`): the flag marks a step
-    /// that must happen once, and run twice, the change is made twice.
+    /// that must happen once, and run twice, the change is made twice. And a claim of the row
+    /// a subquery picked without locking it (`UPDATE transfers SET ledger_entry_id = $1 WHERE
+    /// id = (SELECT id .. WHERE ledger_entry_id IS NULL LIMIT 1)`): the subquery's filter is
+    /// read from the statement's snapshot and not tested again once the row is locked, so only
+    /// the outer filter counts, and the column the pick tested is the state claimed, whatever
+    /// its name; two workers pick the same row and both claim it (`FOR UPDATE SKIP LOCKED` in
+    /// the subquery, or the test repeated outside it, is the fix).
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
     /// token, a timestamp, that the record is not deleted, or a column the statement also sets:
