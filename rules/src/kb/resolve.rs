@@ -106,6 +106,21 @@ impl Classifier<'_> {
                 return m.to_vec();
             }
         }
+        // A field of `self` declared with a crate type that a library class was given by its
+        // name (`db: DbConn`, the crate's own wrapper of a pool): the type's own methods run.
+        if !matches!(recv, Class::User(_) | Class::Trait(_))
+            && let Some(ty) = self.self_place_type(&call.recv)
+        {
+            let own = ty
+                .iter()
+                .map(|t| t.rsplit("::").next().unwrap_or(t))
+                .find(|t| self.facts.structs.contains_key(*t));
+            if let Some(m) = own.map(|t| self.facts.methods(t, &step.name))
+                && !m.is_empty()
+            {
+                return m.to_vec();
+            }
+        }
         match recv {
             Class::User(_) | Class::Trait(_) => self.class_methods(&step.name, recv),
             // A method defined once in the crate (an extension trait on a library type, or a
