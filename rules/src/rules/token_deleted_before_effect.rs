@@ -21,7 +21,10 @@ declare_rule! {
     /// `EXISTS`, `SELECT`) and deleted in separate steps around the effect. And the form a
     /// transaction does not save: the token checked by a plain read (no `FOR UPDATE`), then
     /// deleted with the deletion's result ignored (no rows-affected test, no `DELETE ..
-    /// RETURNING` demanding a row), and the effect made after it in the same transaction.
+    /// RETURNING` demanding a row), and the effect made in the same transaction, after it or
+    /// between the check and it (both duplicates' transactions commit the effect and the
+    /// mark). A sea-orm or diesel update that sets a consumption mark (`used_at:
+    /// Set(Some(now))`) is such a consumption too.
     /// A token is named so (a token, code, ticket, voucher, reset or recovery table, key or
     /// column), or is a row found by such a column (`SELECT .. FROM grants WHERE
     /// authorization_code = $1`) and later marked used by its key (`SET exchanged_at = now()`,
@@ -124,7 +127,18 @@ fn is_delete(e: &Effect) -> bool {
     !e.purge
         && e.token
         && e.kind == EffectKind::Write
-        && (e.delete || e.sql == Some(SqlKind::Update) || e.clears_token())
+        && (e.delete || e.sql == Some(SqlKind::Update) || e.clears_token() || orm_marks_used(e))
+}
+
+/// An ORM's update of a row (no SQL text: a sea-orm active model, a diesel changeset) that sets
+/// a consumption mark (`used_at: Set(Some(now))`).
+fn orm_marks_used(e: &Effect) -> bool {
+    e.sql.is_none()
+        && !e.insert
+        && !e.upsert
+        && e.sets
+            .iter()
+            .any(|a| is_consumption_mark(&a.column, a.value.constant()))
 }
 
 /// A token cleared from its row by the row's key (`UPDATE users SET reset_token = NULL WHERE id
@@ -351,11 +365,15 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         // Checked, then consumed by a deletion whose result nobody looks at, and the effect
         // follows in the deletion's own transaction: both duplicates pass the check, the second
         // deletion removes nothing, and neither notices.
+        // (The effect may also come between the check and the deletion, in the deletion's own
+        // transaction: both duplicates' transactions commit it.)
         if let Some(c) = plain_check
             && (!result_checked(cx, d) || cleared_by_key(del))
-            && let Some((e, eff)) = carries_effect(del)
-                .then_some((d, del))
-                .or_else(|| (d + 1..end).find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x))))
+            && let Some((e, eff)) = carries_effect(del).then_some((d, del)).or_else(|| {
+                (c + 1..end)
+                    .filter(|&e| e != d)
+                    .find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))
+            })
         {
             let by_key = cleared_by_key(del);
             let mut diag = cx.diag(
