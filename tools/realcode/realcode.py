@@ -12,7 +12,7 @@ repository: `repos.tsv` (what and which half), `labels.tsv` (coordinates, rule, 
     tools/realcode/realcode.py --half tuning --misses    # and every missed hazard
     tools/realcode/realcode.py --findings --untriaged    # findings with no verdict yet
     tools/realcode/realcode.py --half heldout            # only once a change is done
-    tools/realcode/realcode.py --half fresh              # the newest held-out set, likewise
+    tools/realcode/realcode.py --half fresh              # the other held-out set, likewise
 
 Held-out misses and findings are printed only with `--half heldout` and `--misses` /
 `--findings`: look at them after a change, never while making it.
@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SLACK = 3  # lines a finding may sit outside a label's range and still match it
 # The halves, in report order. `heldout` and `fresh` are held out: their misses and findings are
-# printed only when that half is asked for by name. `fresh` is the newest held-out set, labelled
-# before any rule change that is measured on it (it joins `heldout` once it has been studied).
+# printed only when that half is asked for by name. Each is a set labelled by reading before any
+# rule change measured on it; once its misses have been studied, it joins `tuning`.
 HALVES = ("tuning", "heldout", "fresh")
 # Written into an extracted tree once its `.sql` files (the schema the analyzer reads) are in.
 SCHEMA_MARKER = ".realcode-schema"
