@@ -534,9 +534,11 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             // An `UPDATE` / `DELETE` of the row a subquery picked without locking it (`WHERE id
             // = (SELECT id .. WHERE ledger_tx_id IS NULL LIMIT 1)`): the subquery's filter is
             // read from the statement's snapshot and not tested again once the row is locked,
-            // so only the outer filter guards the write. Two workers pick the same row.
+            // so only the outer filter guards the write. Two workers pick the same row. (A
+            // subquery with no `LIMIT` names every row that qualifies: a transition of them
+            // all, which a second run makes again.)
             let writes = matches!(info.kind, SqlKind::Update | SqlKind::Delete);
-            if writes && picked.seen && !picked.locked {
+            if writes && picked.seen && picked.limited && !picked.locked {
                 info.picked_claim = info
                     .set_cols
                     .iter()
@@ -566,6 +568,9 @@ struct Subquery {
     seen: bool,
     /// Some subquery locks what it reads (`FOR UPDATE`, `FOR SHARE`).
     locked: bool,
+    /// Some subquery picks a few rows (`LIMIT ..`): a claim of the next row, not a transition
+    /// of every row that qualifies.
+    limited: bool,
     cols: Vec<Name>,
 }
 
@@ -610,6 +615,11 @@ fn where_columns_split(
             {
                 if let Some(s) = sub.as_deref_mut() {
                     s.locked = true;
+                }
+            }
+            Tok::Word(w, false) if in_sub.is_some() && w == "limit" => {
+                if let Some(s) = sub.as_deref_mut() {
+                    s.limited = true;
                 }
             }
             Tok::Semi => break,
@@ -1104,6 +1114,13 @@ mod tests {
         .unwrap();
         assert_eq!(locked.where_cols, vec!["id", "status"]);
         assert_eq!(locked.picked_claim, None);
+        // A transition of every qualifying row (no `LIMIT`) keeps them too.
+        let all = classify(
+            "UPDATE jobs SET status = 'queued' WHERE id IN (SELECT id FROM jobs WHERE status = 'waiting')",
+        )
+        .unwrap();
+        assert_eq!(all.where_cols, vec!["id", "status"]);
+        assert_eq!(all.picked_claim, None);
         // A read keeps its subquery's columns.
         let read = classify(
             "SELECT * FROM users WHERE id IN (SELECT user_id FROM resets WHERE token = $1)",
