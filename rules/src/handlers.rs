@@ -385,10 +385,8 @@ fn is_consumer_type(krate: &CrateView<'_>, id: BodyId, t: &str) -> bool {
 pub(crate) fn subscription_receipt(krate: &CrateView<'_>, id: BodyId) -> Option<u32> {
     let body = krate.body(id);
     let subscribed = (0..body.events.len() as u32).find(|&c| takes_from_subscription(body, c));
-    match (subscribed, consumer_receipts(krate, id).first()) {
-        (Some(a), Some(&b)) => Some(a.min(b)),
-        (a, b) => a.or(b.copied()),
-    }
+    let typed = consumer_receipts(krate, id).first().copied();
+    subscribed.into_iter().chain(typed).min()
 }
 
 /// Is call event `c` a decoding of what it is given (`serde_json::from_slice`, `into_inner`,

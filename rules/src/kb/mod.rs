@@ -589,18 +589,7 @@ impl Classifier<'_> {
                 if e.clears_token() {
                     e.token = true;
                 }
-                // A map of cancellation tokens or task handles holds no credentials.
-                let controls = e.in_memory
-                    && e.table.as_deref().is_some_and(|t| {
-                        let parts: Vec<Name> = t.split('.').map(Name::new).collect();
-                        self.self_place_type(&parts).is_some_and(|ty| {
-                            ty.iter().any(|t| {
-                                crate::apis::TASK_CONTROL_TYPES
-                                    .contains(&t.rsplit("::").next().unwrap_or(t))
-                            })
-                        })
-                    });
-                if !controls {
+                if sync::names_token_entry(&e) && !self.holds_task_controls(&e) {
                     sync::mark_token_entry(call, &mut e);
                 }
                 if e.kind == EffectKind::Remote {

@@ -326,20 +326,20 @@ fn spawns_its_argument(cx: &Classifier<'_>, name: &str) -> bool {
         })
 }
 
-/// An in-memory map or cache of one-time credentials (`pending_codes`, `reset_tokens`,
-/// `login_nonces`: the place's last name says so): a lookup in it is a token check, and taking
-/// an entry out (`remove`, `invalidate`, `take`) consumes the token, as a `DEL` of a Redis key
-/// would.
+/// Is `e` an access to an in-memory map or cache of one-time credentials (`pending_codes`,
+/// `reset_tokens`, `login_nonces`: the place's last name says so)?
+pub(super) fn names_token_entry(e: &Effect) -> bool {
+    e.in_memory
+        && matches!(e.kind, EffectKind::Read | EffectKind::Write)
+        && e.table
+            .as_deref()
+            .is_some_and(|p| crate::kb::names::is_token_name(p.rsplit('.').next().unwrap_or(p)))
+}
+
+/// Marks an access to such a map (see [`names_token_entry`]): a lookup in it is a token check,
+/// and taking an entry out (`remove`, `invalidate`, `take`) consumes the token, as a `DEL` of a
+/// Redis key would.
 pub(super) fn mark_token_entry(call: &Call, e: &mut Effect) {
-    if !e.in_memory || !matches!(e.kind, EffectKind::Read | EffectKind::Write) {
-        return;
-    }
-    let Some(place) = e.table.as_deref() else {
-        return;
-    };
-    if !crate::kb::names::is_token_name(place.rsplit('.').next().unwrap_or(place)) {
-        return;
-    }
     e.token = true;
     if e.kind == EffectKind::Write
         && call

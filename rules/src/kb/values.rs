@@ -78,6 +78,20 @@ impl Classifier<'_> {
         self.field_through_deref(&ty, last)
     }
 
+    /// Is the in-memory place effect `e` accesses a `self.` field declared as a map of task
+    /// controls (`DashMap<String, CancellationToken>`, `HashMap<Id, JoinHandle<()>>`)? Such a
+    /// map holds no credentials, whatever it is called.
+    pub fn holds_task_controls(&self, e: &crate::effects::Effect) -> bool {
+        e.table.as_deref().is_some_and(|t| {
+            let parts: Vec<Name> = t.split('.').map(Name::new).collect();
+            self.self_place_type(&parts).is_some_and(|ty| {
+                ty.iter().any(|t| {
+                    crate::apis::TASK_CONTROL_TYPES.contains(&t.rsplit("::").next().unwrap_or(t))
+                })
+            })
+        })
+    }
+
     /// The type of field `field` of crate type `ty`, or, when `ty` has no such field and is a
     /// newtype (`struct AppState(Arc<App>)`), of the type it wraps: `state.emails` only
     /// compiles through the newtype's `Deref`. Two wrappers deep at most.
