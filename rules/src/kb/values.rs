@@ -55,27 +55,17 @@ impl Classifier<'_> {
         Some(class)
     }
 
-    /// The declared type of a `self.` place (`self.login_codes`), through the crate's struct
-    /// fields.
+    /// The declared type of a `self.` place (`self.login_codes`): the last field's, on the
+    /// crate type [`Classifier::place_class`] finds for the place before it.
     pub fn self_place_type(&self, parts: &[Name]) -> Option<&crate::ir::TypeRef> {
-        let (first, fields) = parts.split_first()?;
-        if first != "self" || fields.is_empty() {
+        let (last, owner) = parts.split_last()?;
+        if owner.first()? != "self" {
             return None;
         }
-        let mut ty = self.body.self_ty.clone()?;
-        let (last, between) = fields.split_last()?;
-        for field in between {
-            match types::class_of(
-                self.field_through_deref(&ty, field)?,
-                self.facts,
-                self.file,
-                self.memo,
-            ) {
-                Class::User(t) => ty = t,
-                _ => return None,
-            }
+        match self.place_class(owner)? {
+            Class::User(ty) => self.field_through_deref(&ty, last),
+            _ => None,
         }
-        self.field_through_deref(&ty, last)
     }
 
     /// Is the in-memory place effect `e` accesses a `self.` field declared as a map of task

@@ -264,7 +264,7 @@ pub(super) fn struct_lit(e: &Expr) -> Option<StructLit> {
     Some(lit)
 }
 
-/// Is `e` itself a struct literal, behind references, parentheses, `.await` or `?` at most?
+/// Is `e` itself a struct literal, behind references and parentheses at most?
 fn whole_struct_lit(e: &Expr) -> bool {
     match e {
         Expr::Struct(_) => true,
