@@ -81,7 +81,9 @@ declare_rule! {
     /// check looked at (`.. WHERE id = $1 AND state = 'open'`) takes the decision again when it
     /// writes, and is not stale. One stale read is reported once, at its first write.
     /// A second look at the state under an exclusive lock still held at the write (look, take
-    /// the connect lock, look again, then take the slot's own lock to store) is the re-read.
+    /// the connect lock, look again, then take the slot's own lock to store) is the re-read; so
+    /// is a lookup under the lock that hands out the entry as it is now (`if let Some(s) =
+    /// sessions.get_mut(&id)`) when the first look only asked whether the entry was there.
     /// Taking an in-memory entry out by its key (`map.remove(&k)`) after asking only whether it
     /// was there (`contains_key`, `is_some()`, `if let Some(..)`) is not reported when nothing
     /// acts after the removal on its path: removing it twice changes nothing.

@@ -73,6 +73,10 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             if callee_retests(cx, w, r, effect.via)
                 || cx.held_across(r, w)
                 || rechecked_under_held_lock(cx, r, w, wtable)
+                || effect.in_memory
+                    && read.via.is_none()
+                    && looked_up_again(cx, w)
+                    && super::presence_test(cx, c, r)
             {
                 continue;
             }
@@ -115,6 +119,25 @@ fn rechecked_under_held_lock(cx: &RuleCx<'_>, r: u32, w: u32, wtable: Option<&st
             })
             && query::result_used(cx.body, r2)
             && cx.held_across(r2, w)
+    })
+}
+
+/// Is the write a keyed lookup under the lock that hands out the entry as it is now
+/// (`if let Some(job) = jobs.get_mut(&id) { .. }`), its answer tested for presence? When the
+/// look before the lock only asked whether the entry was there (`contains_key`), the write acts
+/// on the entry found again under the lock, or on nothing: the presence is re-read. (A crate
+/// helper's answer may be a value of the entry: `is_banned(id)` is not presence.)
+fn looked_up_again(cx: &RuleCx<'_>, w: u32) -> bool {
+    let events = &cx.body.events;
+    let EventKind::Call(call) = &events[w as usize].kind else {
+        return false;
+    };
+    if !call.steps.last().is_some_and(|s| s.name == "get_mut") {
+        return false;
+    }
+    events[w as usize + 1..].iter().take(2).any(|e| {
+        matches!(&e.kind, EventKind::Cond(t) if t.calls.contains(&w)
+            && t.pats.iter().flatten().any(|v| v == "Some" || v == "None"))
     })
 }
 
