@@ -127,14 +127,41 @@ def rust_lines(tree):
     return total
 
 
-def lint(binary, tree, select):
-    """Every finding in the tree, with paths relative to the tree."""
+def lint_env():
+    # A pinned toolchain that is not installed would stop `cargo metadata`.
+    return dict(os.environ, RUSTUP_TOOLCHAIN=os.environ.get("RUSTUP_TOOLCHAIN", "stable"))
+
+
+def extra_roots(binary, tree, labels):
+    """The packages of labelled files that a run at the tree's root does not lint."""
+    shown = subprocess.run(
+        [binary, "--show-files", "."], cwd=tree, capture_output=True, text=True, env=lint_env()
+    ).stdout
+    linted = {os.path.normpath(line.strip()) for line in shown.splitlines() if line.strip().endswith(".rs")}
+    roots = []
+    for label in labels:
+        if label["path"] in linted or not os.path.exists(os.path.join(tree, label["path"])):
+            continue
+        # The nearest directory with a manifest, or holding the `src` the file is in (a
+        # template package whose manifest is not named `Cargo.toml`).
+        d = os.path.dirname(label["path"])
+        while d and not (
+            os.path.exists(os.path.join(tree, d, "Cargo.toml"))
+            or label["path"].startswith(os.path.join(d, "src") + "/")
+        ):
+            d = os.path.dirname(d)
+        if d and d not in roots:
+            roots.append(d)
+    return roots
+
+
+def lint(binary, tree, select, root="."):
+    """Every finding in the tree (or in the package at `root` inside it), with paths relative to
+    the tree."""
     cmd = [binary, "--format", "json", "--exit-zero", "--jobs", "2"]
     if select:
         cmd += ["--select", ",".join(select)]
-    # A pinned toolchain that is not installed would stop `cargo metadata`.
-    env = dict(os.environ, RUSTUP_TOOLCHAIN=os.environ.get("RUSTUP_TOOLCHAIN", "stable"))
-    run = subprocess.run(cmd + ["."], cwd=tree, capture_output=True, text=True, env=env)
+    run = subprocess.run(cmd + [root], cwd=tree, capture_output=True, text=True, env=lint_env())
     try:
         report = json.loads(run.stdout)
     except json.JSONDecodeError:
@@ -215,6 +242,10 @@ def main():
         half = repo["half"]
         lines_by_half[half] += rust_lines(tree)
         found = lint(args.bin, tree, select)
+        # A labelled file outside the workspace at the root (a second workspace, a template
+        # package the root excludes) is linted as its own package, as its users would.
+        for root in extra_roots(args.bin, tree, [l for l in labels if l["repo"] == repo["repo"]]):
+            found += lint(args.bin, tree, select, root)
         for label in labels:
             if label["repo"] != repo["repo"] or select and label["rule"] not in select:
                 continue

@@ -2,6 +2,7 @@
 //! modules included, with their `#[path]` attributes) and item-level `include!("file")`, for
 //! the driver to find the files a target compiles. Function bodies are not searched.
 
+use syn::ext::IdentExt;
 use syn::{Attribute, Expr, Item, Lit, Meta};
 
 use crate::ModDecl;
@@ -11,7 +12,8 @@ use crate::ir::FileIr;
 pub(super) fn collect(item: &Item, inline: &mut Vec<(String, Option<String>)>, out: &mut FileIr) {
     match item {
         Item::Mod(m) => {
-            let name = m.ident.to_string();
+            // `mod r#impl;` is the file `impl.rs`.
+            let name = m.ident.unraw().to_string();
             let path = path_attr(&m.attrs);
             match &m.content {
                 None => out.modules.push(ModDecl {
@@ -92,5 +94,27 @@ mod tests {
             ]
         );
         assert_eq!(includes, ["gen.rs"]);
+    }
+
+    #[test]
+    fn raw_identifiers_name_their_files_without_the_prefix() {
+        let (mods, _) = decls(
+            "pub mod r#impl;
+mod r#type {
+    mod r#match;
+}
+",
+        );
+        let shown: Vec<Shown> = mods
+            .iter()
+            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (vec![], "impl", None),
+                (vec![("type".to_string(), None)], "match", None),
+            ]
+        );
     }
 }
