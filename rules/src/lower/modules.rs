@@ -1,5 +1,6 @@
 //! The module tree's edges a file declares: `mod name;` items (in inline modules too, test
-//! modules included, with their `#[path]` attributes) and item-level `include!("file")`, for
+//! modules included, with their `#[path]` attributes; also those handed to an item-level macro
+//! such as `cfg_if!`) and item-level `include!("file")`, for
 //! the driver to find the files a target compiles. Function bodies are not searched.
 
 use syn::ext::IdentExt;
@@ -37,8 +38,74 @@ pub(super) fn collect(item: &Item, inline: &mut Vec<(String, Option<String>)>, o
                 out.includes.push(s.value());
             }
         }
+        // `cfg_if! { if #[cfg(unix)] { mod unix; } else { mod other; } }`, `cfg_select!`: the
+        // `mod name;` items a macro is handed are the files one of its arms compiles. (Not a
+        // `macro_rules!` definition: its body is expanded only where it is invoked.)
+        Item::Macro(m) if m.ident.is_none() => {
+            macro_mods(m.mac.tokens.clone(), inline, out, 0);
+        }
         _ => {}
     }
+}
+
+/// The `mod name;` declarations in a macro's tokens, at any depth of its groups, with the
+/// `#[path = ".."]` written just before them.
+fn macro_mods(
+    tokens: proc_macro2::TokenStream,
+    inline: &[(String, Option<String>)],
+    out: &mut FileIr,
+    depth: u32,
+) {
+    use proc_macro2::TokenTree;
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, t) in trees.iter().enumerate() {
+        match t {
+            TokenTree::Group(g) if depth < 16 => macro_mods(g.stream(), inline, out, depth + 1),
+            TokenTree::Ident(kw) if kw == "mod" => {
+                let (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(end))) =
+                    (trees.get(i + 1), trees.get(i + 2))
+                else {
+                    continue;
+                };
+                if end.as_char() != ';' {
+                    continue;
+                }
+                out.modules.push(ModDecl {
+                    inline: inline.to_vec(),
+                    name: name.unraw().to_string(),
+                    path: path_before(&trees[..i]),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `#[path = ".."]` attribute among the tokens right before a `mod` (after a `pub` or
+/// `pub(crate)`, and other attributes).
+fn path_before(before: &[proc_macro2::TokenTree]) -> Option<String> {
+    use proc_macro2::{Delimiter, TokenTree};
+    let mut i = before.len();
+    while i > 0 {
+        match &before[i - 1] {
+            TokenTree::Ident(v) if v == "pub" => i -= 1,
+            TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => i -= 1,
+            TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket && i >= 2 => {
+                if let Ok(Meta::NameValue(nv)) = syn::parse2::<Meta>(g.stream())
+                    && nv.path.is_ident("path")
+                    && let Expr::Lit(syn::ExprLit {
+                        lit: Lit::Str(s), ..
+                    }) = &nv.value
+                {
+                    return Some(s.value());
+                }
+                // `#` then `[..]`: another attribute.
+                i -= 2;
+            }
+            _ => break,
+        }
+    }
+    None
 }
 
 /// The value of a `#[path = ".."]` attribute.
@@ -94,6 +161,25 @@ mod tests {
             ]
         );
         assert_eq!(includes, ["gen.rs"]);
+    }
+
+    #[test]
+    fn modules_handed_to_a_cfg_macro_are_declared() {
+        let (mods, _) = decls(
+            "cfg_if::cfg_if! {\n    if #[cfg(unix)] {\n        pub(crate) mod unix;\n    } else {\n        #[path = \"other/any.rs\"]\n        mod fallback;\n    }\n}\ncfg_select! { feature = \"full\" => { pub mod settings; } _ => {} }\nmacro_rules! declare { ($n:ident) => { mod $n; mod fixed; }; }\n",
+        );
+        let shown: Vec<Shown> = mods
+            .iter()
+            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (vec![], "unix", None),
+                (vec![], "fallback", Some("other/any.rs")),
+                (vec![], "settings", None),
+            ]
+        );
     }
 
     #[test]
