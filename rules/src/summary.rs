@@ -25,13 +25,15 @@ pub(crate) struct Exported {
 }
 
 impl Exported {
-    /// Effects with the same key are one effect to a caller.
+    /// Effects with the same key are one effect to a caller. A key-value store's entry and a
+    /// table's row are two states (a cache looked up, then the table on a miss).
     fn same_key(&self, e: &Effect) -> bool {
         let mine = &self.effect;
         mine.kind == e.kind
             && mine.token == e.token
             && mine.delete == e.delete
             && mine.in_memory == e.in_memory
+            && mine.kv == e.kv
             && mine.lease == e.lease
             && mine.attempt == e.attempt
     }
@@ -49,7 +51,7 @@ fn outweighs(new: &Effect, old: &Effect) -> bool {
     old.read_only() && !new.read_only()
 }
 
-/// The effects a body has when called, one per kind / token / delete / in-memory key.
+/// The effects a body has when called, one per kind / token / delete / in-memory / key-value key.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Summary {
     pub effects: Vec<Exported>,
@@ -355,10 +357,13 @@ pub(crate) fn widen(
                 for exp in &s.effects {
                     let e = &exp.effect;
                     let seen = gained[at..].iter().position(|(_, a)| {
-                        a.kind == e.kind && a.token == e.token && a.in_memory == e.in_memory
+                        a.kind == e.kind
+                            && a.token == e.token
+                            && a.in_memory == e.in_memory
+                            && a.kv == e.kv
                     });
-                    // One per kind at a call site; a remote call that changes something
-                    // outweighs one that only reads there.
+                    // One per kind (and kind of store) at a call site; a remote call that
+                    // changes something outweighs one that only reads there.
                     let replaces = seen.filter(|&p| outweighs(e, &gained[at + p].1));
                     if seen.is_some() && replaces.is_none()
                         || matches!(e.kind, EffectKind::Lock | EffectKind::TxBegin)

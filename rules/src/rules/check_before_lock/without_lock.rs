@@ -38,7 +38,12 @@ pub(super) fn unprotected(
         if cx.detached(r) || reported.contains(r) {
             continue;
         }
-        let Some(read) = cx.eff(r, EffectKind::Read) else {
+        // The read of the written table, when the event reads several (a helper that looks in
+        // a cache first, then in the table).
+        let Some(read) = cx
+            .effs(r)
+            .find(|e| e.kind == EffectKind::Read && e.table.as_deref() == wtable)
+        else {
             continue;
         };
         let st = &cx.state(r);
