@@ -156,6 +156,7 @@ fn run_with(
             sites: &a.sites,
             summaries: &a.summaries,
             reapers: Default::default(),
+            requeuers: Default::default(),
             callers: Default::default(),
             responses: Default::default(),
             updates: Default::default(),

@@ -276,7 +276,20 @@ pub(super) fn classify(
 
     // sea-orm: `Entity::find_by_id(id).one(db)`, `Entity::update_many()..exec(db)`, `model.update(db)`.
     if call.func.len() >= 2 {
-        let entity = table_of(&call.func[call.func.len() - 2]);
+        let head = &call.func[call.func.len() - 2];
+        // `use entities::password_reset_tokens::Entity as PrtEntity;`: the alias names the
+        // entity module's `Entity`, and that module is the table.
+        let aliased = (call.func.len() == 2)
+            .then(|| cx.facts.resolve(cx.file, head))
+            .filter(|full| full.as_str() != head.as_str())
+            .and_then(|full| {
+                full.as_str()
+                    .strip_suffix("::Entity")
+                    .and_then(|m| m.rsplit("::").next())
+                    .filter(|m| !m.is_empty())
+                    .map(table_of)
+            });
+        let entity = aliased.unwrap_or_else(|| table_of(head));
         let entity = if entity == "entity" && call.func.len() >= 3 {
             table_of(&call.func[call.func.len() - 3])
         } else if entity == "entity" && call.func.len() == 2 {

@@ -15,7 +15,8 @@ use crate::facts::{BodyId, Facts, PerBody};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Body, EventKind, Region, Sp};
 use crate::kb::names::{
-    is_hold_time_column, is_in_progress_value, is_response_column, is_state_column, is_work,
+    is_done_value, is_failure_value, is_hold_time_column, is_in_progress_value, is_response_column,
+    is_state_column, is_state_value, is_work,
 };
 use crate::name::Name;
 use crate::parse::Lines;
@@ -124,6 +125,8 @@ pub(crate) struct CrateView<'a> {
     /// `(table, column)` of every reaper statement in the crate (see [`CrateView::reaps`]),
     /// found on first use.
     pub reapers: OnceLock<Vec<(Name, Name)>>,
+    /// What [`CrateView::requeues`] finds, made once.
+    pub requeuers: OnceLock<Vec<(Name, Name)>>,
     /// Each body's call sites in the crate (see [`CrateView::call_sites`]), found on first use.
     pub callers: OnceLock<Callers>,
     /// The tables some write of the crate stores a response in (see
@@ -280,7 +283,43 @@ impl<'a> CrateView<'a> {
             .peekable();
         matching.peek().is_some()
             && !self.reaps(table, column)
+            && !self.requeues(table, column)
             && !matching.any(|(t, takes_back)| *takes_back || self.reaps(t, column))
+    }
+
+    /// Whether the crate puts every held row of `table` back (`UPDATE tasks SET status =
+    /// 'pending' WHERE status = 'running'`, run when a worker starts): a statement with no key in
+    /// its filter that tests `column` and sets it to a waiting state (not in progress, done or
+    /// failed). The claims are taken back whoever holds them, not only expired ones.
+    pub fn requeues(&self, table: &str, column: &str) -> bool {
+        let requeuers = self.requeuers.get_or_init(|| {
+            let mut out = Vec::new();
+            for e in self.direct_effects() {
+                let Some(t) = &e.table else { continue };
+                if e.kind != EffectKind::Write
+                    || e.insert
+                    || e.kv
+                    || e.where_cols.iter().any(|c| is_plain_key(c))
+                {
+                    continue;
+                }
+                for a in e.sets.iter() {
+                    let waiting = a.value.constant().is_some_and(|v| {
+                        is_state_value(v)
+                            && !is_in_progress_value(v)
+                            && !is_done_value(v)
+                            && !is_failure_value(v)
+                    });
+                    if waiting && e.where_cols.contains(&a.column) {
+                        out.push((t.clone(), a.column.clone()));
+                    }
+                }
+            }
+            out
+        });
+        requeuers
+            .iter()
+            .any(|(t, c)| c == column && query::same_state(Some(t), Some(table)))
     }
 
     /// Where the crate calls body `id`: `(caller, call event)`, callers in body order.

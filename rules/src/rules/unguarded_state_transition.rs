@@ -55,7 +55,9 @@ declare_rule! {
     /// writes race to the same state) and the statement changes nothing from its own value, for the holder's writes to a work row (a job, a task, a
     /// build) that the crate hands out one holder at a time (`SELECT .. FOR UPDATE SKIP LOCKED`
     /// filtered on the state, or a compare-and-set to an in-progress state) and never takes
-    /// back (no reaper: see `processing-without-lease`), and under `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
+    /// back (no reaper: see `processing-without-lease`; nor a requeue of every held row, `SET
+    /// status = 'pending' WHERE status = 'running'` when a worker starts), and under
+    /// `#[staleguard::fenced]`. A write that runs in a transaction handed in by the caller (a
     /// `tx` parameter, a repository holding the caller's transaction) is judged at the call
     /// site, where the transaction and its reads are, unless it is a routed handler
     /// (`#[post("/..")]`) that nothing in the crate calls: the framework hands it its own
