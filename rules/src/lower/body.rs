@@ -16,11 +16,18 @@ use crate::parse::LineIndex;
 use crate::sql;
 use syn::{Block, Expr, Pat, Stmt};
 
-/// Lowers a fn body: its events and the statements that drop a call's value.
-pub fn lower_block(
-    lines: &LineIndex<'_>,
-    block: &Block,
-) -> (Vec<Event>, Vec<Discard>, Vec<CallSpans>) {
+/// A lowered fn body: its events, the statements that drop a call's value, where the steps of
+/// Redis-shaped calls are, and how many items (nested fns, structs) its blocks declare at any
+/// depth.
+pub struct Lowered {
+    pub events: Vec<Event>,
+    pub discards: Vec<Discard>,
+    pub step_spans: Vec<CallSpans>,
+    pub items: u32,
+}
+
+/// Lowers a fn body.
+pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> Lowered {
     let mut lw = BodyLowerer {
         lines,
         ev: Vec::new(),
@@ -29,9 +36,15 @@ pub fn lower_block(
         depth: 0,
         discards: Vec::new(),
         step_spans: Vec::new(),
+        items: 0,
     };
     lw.block(block);
-    (lw.ev, lw.discards, lw.step_spans)
+    Lowered {
+        events: lw.ev,
+        discards: lw.discards,
+        step_spans: lw.step_spans,
+        items: lw.items,
+    }
 }
 
 /// Lowers one body: the events so far, the locals each open block declared (they get a `Drop`
@@ -49,6 +62,8 @@ pub(super) struct BodyLowerer<'a, 'b> {
     /// Where the steps of the calls shaped like a Redis command are, by call event (see
     /// [`crate::ir::FixAnchors`]).
     pub(super) step_spans: Vec<CallSpans>,
+    /// The items declared in the body's blocks, at any depth.
+    pub(super) items: u32,
 }
 
 /// The longest string literal kept (longer ones are text, not keys or names).
@@ -272,7 +287,7 @@ impl BodyLowerer<'_, '_> {
                     .sp(first_span(&m.mac.path), m.mac.bang_token.span);
                 self.mac(&m.mac, sp);
             }
-            Stmt::Item(_) => {}
+            Stmt::Item(_) => self.items += 1,
         }
     }
 }

@@ -328,7 +328,12 @@ impl ItemLowerer<'_, '_> {
         };
         let (fenced, idempotent, idempotent_key) = guard_attrs(attrs);
         let sp: Sp = self.lines.sp(sig.ident.span(), sig.ident.span());
-        let (mut events, discards, step_spans) = body::lower_block(self.lines, block);
+        let body::Lowered {
+            mut events,
+            discards,
+            step_spans,
+            items: nested,
+        } = body::lower_block(self.lines, block);
         if prefilter::is_inert(&events, self.knowledge) {
             events = prefilter::keep_call_graph(events);
         } else if !discards.is_empty() || !step_spans.is_empty() {
@@ -360,12 +365,25 @@ impl ItemLowerer<'_, '_> {
             ret: ret.into_boxed_slice(),
             events: events.into_boxed_slice(),
         });
-        // Nested items (fns declared inside the body) are separate bodies.
-        for stmt in &block.stmts {
-            if let syn::Stmt::Item(it) = stmt {
+        // Nested items (fns declared inside the body, in any of its blocks: `if let Ok(e) = ..
+        // { async fn load(..) {..} .. }`) are separate bodies.
+        if nested > 0 {
+            let mut found = NestedItems(Vec::new());
+            syn::visit::Visit::visit_block(&mut found, block);
+            for it in found.0 {
                 self.item(it, None);
             }
         }
+    }
+}
+
+/// The items a block declares in it or in any block inside it (not inside those items: each is
+/// lowered with its own).
+struct NestedItems<'a>(Vec<&'a Item>);
+
+impl<'a> syn::visit::Visit<'a> for NestedItems<'a> {
+    fn visit_item(&mut self, item: &'a Item) {
+        self.0.push(item);
     }
 }
 
