@@ -134,7 +134,7 @@ fn looked_up_again(cx: &RuleCx<'_>, w: u32) -> bool {
     let EventKind::Call(call) = &events[w as usize].kind else {
         return false;
     };
-    if !call.steps.last().is_some_and(|s| s.name == "get_mut") {
+    if call.steps.last().is_none_or(|s| s.name != "get_mut") {
         return false;
     }
     events[w as usize + 1..].iter().take(2).any(|e| {
