@@ -135,15 +135,18 @@ mod tests {
     /// A declaration as (inline modules, name, path).
     type Shown<'a> = (Vec<(String, Option<String>)>, &'a str, Option<&'a str>);
 
+    fn shown(mods: &[ModDecl]) -> Vec<Shown<'_>> {
+        mods.iter()
+            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
+            .collect()
+    }
+
     #[test]
     fn declarations_with_paths_inline_modules_and_includes() {
         let (mods, includes) = decls(
             "mod a;\n#[path = \"x/y.rs\"]\npub mod b;\n#[cfg(test)]\nmod tests;\nmod outer {\n    #[path = \"deep\"]\n    mod inner {\n        mod c;\n    }\n}\ninclude!(\"gen.rs\");\nfn f() { mod hidden; }\n",
         );
-        let shown: Vec<Shown> = mods
-            .iter()
-            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
-            .collect();
+        let shown = shown(&mods);
         assert_eq!(
             shown,
             [
@@ -168,10 +171,7 @@ mod tests {
         let (mods, _) = decls(
             "cfg_if::cfg_if! {\n    if #[cfg(unix)] {\n        pub(crate) mod unix;\n    } else {\n        #[path = \"other/any.rs\"]\n        mod fallback;\n    }\n}\ncfg_select! { feature = \"full\" => { pub mod settings; } _ => {} }\nmacro_rules! declare { ($n:ident) => { mod $n; mod fixed; }; }\n",
         );
-        let shown: Vec<Shown> = mods
-            .iter()
-            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
-            .collect();
+        let shown = shown(&mods);
         assert_eq!(
             shown,
             [
@@ -191,10 +191,7 @@ mod r#type {
 }
 ",
         );
-        let shown: Vec<Shown> = mods
-            .iter()
-            .map(|m| (m.inline.clone(), m.name.as_str(), m.path.as_deref()))
-            .collect();
+        let shown = shown(&mods);
         assert_eq!(
             shown,
             [
