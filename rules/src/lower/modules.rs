@@ -1,7 +1,7 @@
 //! The module tree's edges a file declares: `mod name;` items (in inline modules too, test
 //! modules included, with their `#[path]` attributes; also those handed to an item-level macro
-//! such as `cfg_if!`) and item-level `include!("file")`, for
-//! the driver to find the files a target compiles. Function bodies are not searched.
+//! such as `cfg_if!`) and item-level `include!("file")`, for the driver to find the files a
+//! target compiles. Function bodies are not searched.
 
 use syn::ext::IdentExt;
 use syn::{Attribute, Expr, Item, Lit, Meta};
@@ -91,13 +91,11 @@ fn path_before(before: &[proc_macro2::TokenTree]) -> Option<String> {
             TokenTree::Ident(v) if v == "pub" => i -= 1,
             TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis => i -= 1,
             TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket && i >= 2 => {
-                if let Ok(Meta::NameValue(nv)) = syn::parse2::<Meta>(g.stream())
-                    && nv.path.is_ident("path")
-                    && let Expr::Lit(syn::ExprLit {
-                        lit: Lit::Str(s), ..
-                    }) = &nv.value
+                if let Some(path) = syn::parse2::<Meta>(g.stream())
+                    .ok()
+                    .and_then(|m| path_value(&m))
                 {
-                    return Some(s.value());
+                    return Some(path);
                 }
                 // `#` then `[..]`: another attribute.
                 i -= 2;
@@ -110,7 +108,12 @@ fn path_before(before: &[proc_macro2::TokenTree]) -> Option<String> {
 
 /// The value of a `#[path = ".."]` attribute.
 fn path_attr(attrs: &[Attribute]) -> Option<String> {
-    attrs.iter().find_map(|a| match &a.meta {
+    attrs.iter().find_map(|a| path_value(&a.meta))
+}
+
+/// The file an attribute's `path = ".."` names.
+fn path_value(meta: &Meta) -> Option<String> {
+    match meta {
         Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
             Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(s), ..
@@ -118,7 +121,7 @@ fn path_attr(attrs: &[Attribute]) -> Option<String> {
             _ => None,
         },
         _ => None,
-    })
+    }
 }
 
 #[cfg(test)]
