@@ -244,8 +244,13 @@ def main():
         found = lint(args.bin, tree, select)
         # A labelled file outside the workspace at the root (a second workspace, a template
         # package the root excludes) is linted as its own package, as its users would.
+        # (A package the root's run reaches in part, its unreached file aside, is linted again:
+        # each finding is kept once.)
         for root in extra_roots(args.bin, tree, [l for l in labels if l["repo"] == repo["repo"]]):
-            found += lint(args.bin, tree, select, root)
+            seen = {(f["rule"], f["path"], f["line"], f["message"]) for f in found}
+            found += [
+                f for f in lint(args.bin, tree, select, root) if (f["rule"], f["path"], f["line"], f["message"]) not in seen
+            ]
         for label in labels:
             if label["repo"] != repo["repo"] or select and label["rule"] not in select:
                 continue
