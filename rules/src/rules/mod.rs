@@ -602,6 +602,13 @@ impl<'a> RuleCx<'a> {
         self.effects.find(i, kind)
     }
 
+    /// The read of `table`'s state at event `i`, when the event reads several (a helper that
+    /// looks in a cache first, then in the table).
+    pub fn read_of(&self, i: u32, table: Option<&str>) -> Option<&'a Effect> {
+        self.effs(i)
+            .find(|e| e.kind == EffectKind::Read && query::same_state(e.table.as_deref(), table))
+    }
+
     /// Is an exclusive lock (a mutex guard, a write guard: not a read guard) taken before event
     /// `r` still held at event `w`? Every actor that takes it runs `r..=w` alone, so what `r`
     /// read is still current at `w` for them (the outer `mutation_lock` around a cache's read,

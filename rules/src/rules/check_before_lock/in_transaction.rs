@@ -43,10 +43,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         if cx.detached(r) {
             continue;
         }
-        let Some(read) = cx
-            .effs(r)
-            .find(|e| e.kind == EffectKind::Read && query::same_state(e.table.as_deref(), wtable))
-        else {
+        let Some(read) = cx.read_of(r, wtable) else {
             continue;
         };
         // A token row is state like any other: a use count read without a row lock and

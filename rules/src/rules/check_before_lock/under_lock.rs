@@ -47,9 +47,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
             if cx.detached(r) {
                 continue;
             }
-            let Some(read) = cx.effs(r).find(|e| {
-                e.kind == EffectKind::Read && query::same_state(e.table.as_deref(), wtable)
-            }) else {
+            let Some(read) = cx.read_of(r, wtable) else {
                 continue;
             };
             // The read must be able to reach the write (not on a path that always returns).
