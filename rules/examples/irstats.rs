@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes live at once since it was last reset.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Live allocations by size class: <=16, <=32, <=64, <=128, <=256, larger.
 static SIZES: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
 
@@ -22,7 +24,8 @@ fn class(size: usize) -> usize {
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        let live = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
         COUNT.fetch_add(1, Ordering::Relaxed);
         SIZES[class(l.size())].fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(l) }
@@ -61,7 +64,7 @@ fn main() {
         let Ok(t) = std::fs::read_to_string(&f) else {
             continue;
         };
-        kept.push(a.lower("x", &t));
+        kept.push(a.lower(&f.to_string_lossy(), &t));
         let l = kept.last().expect("just pushed");
         for b in &l.ir().bodies {
             bodies += 1;
@@ -183,4 +186,12 @@ fn main() {
     for (k, n) in top.iter().take(40) {
         println!("{n:7} {k}");
     }
+    // What the check adds on top of the lowered files, at its peak (one thread).
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let found = a.check(&kept, &|_| true).len();
+    println!(
+        "check: {found} findings, peak {} bytes above the {before} of the lowered files",
+        PEAK.load(Ordering::Relaxed) - before
+    );
 }

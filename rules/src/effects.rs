@@ -347,10 +347,12 @@ impl AllBodyEffects {
     pub fn new<U>(layout: &PerBody<U>, all: Vec<BodyEffects>) -> Self {
         let mut items: Vec<Option<Box<BodyEffects>>> = Vec::with_capacity(all.len());
         // Not collected in place: that would keep `all`'s sixteen-fold larger buffer.
-        items.extend(
-            all.into_iter()
-                .map(|e| (!e.is_empty()).then(|| Box::new(e))),
-        );
+        // They are kept until the rules are done: without the spare capacity the pushes left.
+        items.extend(all.into_iter().map(|mut e| {
+            e.direct.shrink();
+            e.callees.shrink();
+            (!e.is_empty()).then(|| Box::new(e))
+        }));
         AllBodyEffects(PerBody::new_like(layout, items))
     }
 
@@ -414,6 +416,14 @@ impl<T> Sparse<T> {
 
     pub fn push(&mut self, i: usize, v: T) {
         self.slot(i).push(v);
+    }
+
+    /// Drops the spare capacity the pushes left.
+    fn shrink(&mut self) {
+        self.slots.shrink_to_fit();
+        for s in &mut self.slots {
+            s.shrink_to_fit();
+        }
     }
 
     /// Entries per event, in event order.
@@ -503,14 +513,16 @@ impl BodyEffects {
 /// fn does, as seen at the call), in event order. Most bodies gain nothing.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CallSiteEffects {
-    gained: Vec<(u32, Effect)>,
+    gained: Box<[(u32, Effect)]>,
 }
 
 impl CallSiteEffects {
     /// `gained` in event order.
     pub fn new(gained: Vec<(u32, Effect)>) -> Self {
         debug_assert!(gained.windows(2).all(|w| w[0].0 <= w[1].0));
-        CallSiteEffects { gained }
+        CallSiteEffects {
+            gained: gained.into_boxed_slice(),
+        }
     }
 
     fn at(&self, i: u32) -> &[(u32, Effect)] {

@@ -68,6 +68,11 @@ impl<T> PerBody<T> {
     pub fn get_mut(&mut self, id: &BodyId) -> Option<&mut T> {
         self.index_of(id).map(|i| &mut self.items[i])
     }
+
+    /// Every value, in body order.
+    pub fn values_mut(&mut self) -> std::slice::IterMut<'_, T> {
+        self.items.iter_mut()
+    }
 }
 
 impl<T> std::ops::Index<&BodyId> for PerBody<T> {

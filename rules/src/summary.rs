@@ -273,6 +273,10 @@ pub(crate) fn summarize(
             }
         }
     }
+    // Kept until the rules are done: without the spare capacity the pushes left.
+    for s in sums.values_mut() {
+        s.effects.shrink_to_fit();
+    }
     sums
 }
 
