@@ -680,6 +680,24 @@ impl<'a> RuleCx<'a> {
             })
     }
 
+    /// Does every call of this body in the crate hold no transaction and no lock at its site,
+    /// on a connection of the caller's own (or one its callers hand in, likewise, a few calls
+    /// up)? Then nothing the callers read before the call was read under a lock that the
+    /// statements this body runs on the connection they hand in still hold. A body the crate
+    /// never calls does not pass.
+    pub fn called_outside_transactions(&self) -> bool {
+        self.every_call(3, &|cx, site| {
+            let state = cx.state(site);
+            if !state.txs.is_empty() || !state.locks.is_empty() {
+                Site::Fails
+            } else if cx.own_connection() {
+                Site::Covers
+            } else {
+                Site::AskCallers
+            }
+        })
+    }
+
     /// Does every call of this body in the crate pass `judge` at its site, where a site that
     /// asks its callers passes when every call of its own body does, up to `depth` calls up? A
     /// body the crate never calls does not pass.

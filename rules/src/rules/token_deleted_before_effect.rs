@@ -415,17 +415,18 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             out.push(diag);
             continue;
         }
-        // Found by the caller (the token's key is a field of a value handed in: the row or
-        // grant the caller loaded), consumed here by a deletion nobody tests, on a connection this body takes itself (so no lock the
-        // caller took covers it), with an effect on either side: two requests that both
-        // passed the caller's check both make the effect, and the second deletion removes
-        // nothing.
+        // Found by the caller (the token's key is a field of a value handed in, or the deletion
+        // takes the token's whole row handed in: what the caller loaded), consumed here by a
+        // deletion nobody tests, on a connection this body takes itself or one its callers
+        // hand in holding no transaction or lock (so nothing the caller read under covers
+        // it), with an effect on either side: two requests that both passed the caller's check
+        // both make the effect, and the second deletion removes nothing.
         if checked.is_none()
             && del.delete
             && !result_checked(cx, d)
             && by_own_key(del)
-            && cx.own_connection()
-            && let Some(param) = key_parameter(cx, d)
+            && let Some(param) = key_parameter(cx, d).or_else(|| handed_row(cx, d, del))
+            && (cx.own_connection() || cx.called_outside_transactions())
             && let Some((e, eff)) = (0..end)
                 .filter(|&e| e != d)
                 .find_map(|e| effect_at(cx, e, del, None).map(|x| (e, x)))
@@ -639,6 +640,42 @@ fn key_parameter(cx: &RuleCx<'_>, d: u32) -> Option<Name> {
         .find(|p| {
             let root = query::first(p);
             root != "self" && p.contains('.') && params.iter().any(|(n, _)| n.as_str() == root)
+        })
+        .cloned()
+}
+
+/// The parameter (or `self`) the deletion at `d` takes whole when it is a row of the token's
+/// table (`diesel::delete(&self)` in a method of the token's model, `invite.delete(db)`): the
+/// row a caller found and handed in.
+fn handed_row(cx: &RuleCx<'_>, d: u32, del: &Effect) -> Option<Name> {
+    let EventKind::Call(c) = &cx.body.events[d as usize].kind else {
+        return None;
+    };
+    let table = del.table.as_deref()?;
+    let facts = &cx.krate.facts;
+    let row_of = |ty: &str| {
+        let ty = ty.rsplit("::").next().unwrap_or(ty);
+        let mapped = facts
+            .field_type(ty, crate::ir::DIESEL_TABLE_FIELD)
+            .and_then(|t| t.first())
+            .map(|t| crate::kb::db::normalize_table(t))
+            .unwrap_or_else(|| crate::kb::db::normalize_table(ty));
+        query::same_table_prefixed(Some(&mapped), Some(table))
+    };
+    c.steps
+        .iter()
+        .filter(|s| !crate::apis::EXEC_STEPS.contains(&s.name.as_str()))
+        .flat_map(|s| s.args.iter())
+        .flat_map(|a| a.paths.iter())
+        .chain(c.recv.first())
+        .find(|p| {
+            if p.as_str() == "self" {
+                return cx.body.self_ty.as_deref().is_some_and(row_of);
+            }
+            cx.body
+                .params
+                .iter()
+                .any(|(n, ty)| n == *p && ty.last().is_some_and(|t| row_of(t)))
         })
         .cloned()
 }
