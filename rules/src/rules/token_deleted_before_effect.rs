@@ -35,8 +35,10 @@ declare_rule! {
     /// there, so testing its result does not help; reported when an effect follows or the
     /// clearing update stores something else (the new password) itself. And the token found
     /// by the caller (a framework that calls `load_grant`, then `issue(&grant)`): the body
-    /// deletes it by a field of the value handed in (`grant.code`), on a pool or client of its
-    /// own, with its result ignored and an effect on either side. And a consuming helper: the
+    /// deletes it by a field of the value handed in (`grant.code`), or deletes the token's whole
+    /// row handed in (`diesel::delete(&self)` in a method of the invitation's model), on a pool
+    /// or client of its own or on a connection every caller hands in outside any transaction
+    /// or lock, with its result ignored and an effect on either side. And a consuming helper: the
     /// body checks the token and deletes it in a second step with the result ignored, acts on
     /// nothing itself, and returns normally to a caller in the crate that then acts
     /// (`take_login_token(token).await?` before the session is created): two concurrent calls
