@@ -19,6 +19,7 @@ Held-out misses and findings are printed only with `--half heldout` and `--misse
 """
 
 import argparse
+import re
 import collections
 import json
 import os
@@ -221,6 +222,7 @@ def main():
     ap.add_argument("--misses", action="store_true", help="print every missed hazard")
     ap.add_argument("--findings", action="store_true", help="print every finding with its verdict")
     ap.add_argument("--untriaged", action="store_true", help="with --findings: only those with no verdict")
+    ap.add_argument("--forms", action="store_true", help="verdicts per rule and message form (names in backticks blanked)")
     args = ap.parse_args()
     if not os.path.exists(args.bin):
         sys.exit(f"{args.bin}: build it first (`cargo build --release`)")
@@ -309,6 +311,19 @@ def main():
             if hidden(half) or args.untriaged and verdict != "untriaged":
                 continue
             print(f"- [{half}] {repo}\t{f['rule']}\t{f['path']}\t{f['function']}\t{f['line']}\t{verdict}\t{reason or f['message']}")
+    if args.forms:
+        print("\n## verdicts per message form")
+        forms = {}
+        for half, repo, f, verdict, reason in listed:
+            if hidden(half):
+                continue
+            form = re.sub(r"`[^`]*`", "`_`", f["message"])
+            counts = forms.setdefault((f["rule"], form), {"true": 0, "debatable": 0, "false": 0, "untriaged": 0})
+            counts[verdict] = counts.get(verdict, 0) + 1
+        print("| rule | form | true | debatable | false | untriaged |")
+        print("|---|---|---|---|---|---|")
+        for (rule, form), c in sorted(forms.items(), key=lambda kv: (kv[0][0], -sum(kv[1].values()))):
+            print(f"| `{rule}` | {form} | {c['true']} | {c['debatable']} | {c['false']} | {c['untriaged']} |")
 
 
 if __name__ == "__main__":

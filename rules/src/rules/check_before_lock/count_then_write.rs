@@ -1,5 +1,6 @@
 //! The limit check: rows of a table counted (`SELECT count(*) ..`, `.count(db)`, a list read
-//! whose length is tested), the count compared with a bound (`n >= max_seats`,
+//! whose length is tested, or a count kept in a table of counts: `SELECT dataset_count FROM
+//! org_usage_counts ..`), the count compared with a bound (`n >= max_seats`,
 //! `owners.len() <= 1`), then a row inserted into or deleted from that table, with nothing held
 //! over the two. Two requests both count below the bound and both write: a cap exceeded, the
 //! last owner removed twice. No unique key can refuse the second write.
@@ -36,7 +37,8 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         let Some(read) = cx.effs(r).find(|e| counted(e, write)) else {
             continue;
         };
-        if !(read.counts || without_lock::many_rows(cx, r)) {
+        let kept = read.table.as_deref().is_some_and(counter_table);
+        if !(read.counts || kept || without_lock::many_rows(cx, r)) {
             continue;
         }
         // Both in one crate fn this body calls: reported there, once.
@@ -47,16 +49,20 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         {
             return None;
         }
-        let counted = Counted::of(cx, r, read.counts);
+        let counted = Counted::of(cx, r, read.counts || kept);
         let c = (r + 1..w).find(|&c| bound_test(cx, c, r, &counted) && decides(cx, c, r, w))?;
         reported.first(r);
         let table = write.table.as_deref().unwrap_or("the table");
         let verb = if write.insert { "inserted" } else { "deleted" };
-        let mut d = cx.diag(
-            &super::RULE,
-            w,
-            format!("rows of `{table}` are counted against a limit, then one is {verb} with no lock over the two"),
-        );
+        let message = match read.table.as_deref().filter(|_| kept) {
+            Some(counts) if !query::same_table_prefixed(Some(counts), Some(table)) => format!(
+                "a count kept in `{counts}` is compared with a limit, then a row of `{table}` is {verb} with no lock over the two"
+            ),
+            _ => format!(
+                "rows of `{table}` are counted against a limit, then one is {verb} with no lock over the two"
+            ),
+        };
+        let mut d = cx.diag(&super::RULE, w, message);
         d.primary_label = Some(format!("{verb} here"));
         d.labels.push(cx.label(r, "counted here"));
         d.labels.push(cx.label(c, "compared with the limit here"));
@@ -82,7 +88,18 @@ fn counted(e: &Effect, write: &Effect) -> bool {
         && !e.in_memory
         && !e.locking
         && !e.where_cols.iter().any(|c| is_time_column(c))
-        && query::same_table_prefixed(e.table.as_deref(), write.table.as_deref())
+        && (query::same_table_prefixed(e.table.as_deref(), write.table.as_deref())
+            || e.table.as_deref().is_some_and(counter_table))
+}
+
+/// A table that keeps counts of rows of other tables (`organization_usage_counts`,
+/// `team_quota`, `seat_counter`), by the crate's writes or by a trigger: a value read from it
+/// is a count, of whatever the write after the limit test adds or removes.
+fn counter_table(table: &str) -> bool {
+    matches!(
+        table.rsplit('_').next(),
+        Some("count" | "counter" | "usage" | "quota")
+    ) && table.contains('_')
 }
 
 /// What holds the count read at `r`: the locals a counting read's value flows into, or the
