@@ -310,7 +310,7 @@ def main():
         for half, repo, f, verdict, reason in listed:
             if hidden(half) or args.untriaged and verdict != "untriaged":
                 continue
-            print(f"- [{half}] {repo}\t{f['rule']}\t{f['path']}\t{f['function']}\t{f['line']}\t{verdict}\t{reason or f['message']}")
+            print(f"- [{half}] {repo}\t{f['rule']}\t{f['path']}\t{f['function']}\t{f['line']}\t{verdict}\t{reason or f['message']}\t{f['message'] if reason else ''}")
     if args.forms:
         print("\n## verdicts per message form")
         forms = {}
