@@ -334,9 +334,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let checked = (0..d)
             .rev()
             .find(|&c| !cx.detached(c) && cx.effs(c).any(|e| checks_token(e, del)));
+        // The effect on a path that goes on to the deletion (not in a branch that returns
+        // first: `if accept { return accept(..) } decline(..)`).
         if let Some(c) = checked
-            && let Some((e, eff)) =
-                (c + 1..d).find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
+            && let Some((e, eff)) = (c + 1..d)
+                .filter(|&e| cx.reach_end(e) > d)
+                .find_map(|e| effect_at(cx, e, del, Some(d)).map(|x| (e, x)))
         {
             let mut diag = cx.diag(
                 &RULE,
@@ -624,21 +627,29 @@ fn by_own_key(del: &Effect) -> bool {
     })
 }
 
+/// The places the deletion at `d` binds or finds by (its receiver too), not the executor a
+/// statement runs on (`.execute(db)`).
+fn deletion_places<'b>(cx: &'b RuleCx<'_>, d: u32) -> impl Iterator<Item = &'b Name> {
+    let call = match &cx.body.events[d as usize].kind {
+        EventKind::Call(c) => Some(&**c),
+        _ => None,
+    };
+    call.into_iter().flat_map(|c| {
+        c.steps
+            .iter()
+            .filter(|s| !crate::apis::EXEC_STEPS.contains(&s.name.as_str()))
+            .flat_map(|s| s.args.iter())
+            .flat_map(|a| a.paths.iter())
+            .chain(c.recv.first())
+    })
+}
+
 /// The field of a parameter the deletion at `d` takes the token's key from
 /// (`authorization.code`): a value the caller found and handed in. A bare id parameter says
 /// nothing of who looked the token up.
 fn key_parameter(cx: &RuleCx<'_>, d: u32) -> Option<Name> {
-    let EventKind::Call(c) = &cx.body.events[d as usize].kind else {
-        return None;
-    };
     let params = &cx.body.params;
-    // Not the executor a statement runs on (`.execute(db)`): the values it binds or finds by.
-    c.steps
-        .iter()
-        .filter(|s| !crate::apis::EXEC_STEPS.contains(&s.name.as_str()))
-        .flat_map(|s| s.args.iter())
-        .flat_map(|a| a.paths.iter())
-        .chain(c.recv.first())
+    deletion_places(cx, d)
         .find(|p| {
             let root = query::first(p);
             root != "self" && p.contains('.') && params.iter().any(|(n, _)| n.as_str() == root)
@@ -650,9 +661,6 @@ fn key_parameter(cx: &RuleCx<'_>, d: u32) -> Option<Name> {
 /// table (`diesel::delete(&self)` in a method of the token's model, `invite.delete(db)`): the
 /// row a caller found and handed in.
 fn handed_row(cx: &RuleCx<'_>, d: u32, del: &Effect) -> Option<Name> {
-    let EventKind::Call(c) = &cx.body.events[d as usize].kind else {
-        return None;
-    };
     let table = del.table.as_deref()?;
     let facts = &cx.krate.facts;
     let row_of = |ty: &str| {
@@ -664,12 +672,7 @@ fn handed_row(cx: &RuleCx<'_>, d: u32, del: &Effect) -> Option<Name> {
             .unwrap_or_else(|| crate::kb::db::normalize_table(ty));
         query::same_table_prefixed(Some(&mapped), Some(table))
     };
-    c.steps
-        .iter()
-        .filter(|s| !crate::apis::EXEC_STEPS.contains(&s.name.as_str()))
-        .flat_map(|s| s.args.iter())
-        .flat_map(|a| a.paths.iter())
-        .chain(c.recv.first())
+    deletion_places(cx, d)
         .find(|p| {
             if p.as_str() == "self" {
                 return cx.body.self_ty.as_deref().is_some_and(row_of);
