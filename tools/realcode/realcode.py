@@ -19,10 +19,10 @@ Held-out misses and findings are printed only with `--half heldout` and `--misse
 """
 
 import argparse
-import re
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 

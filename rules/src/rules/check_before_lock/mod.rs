@@ -65,10 +65,11 @@ declare_rule! {
     /// or a list read whose length is compared), the count compared with a bound (`taken >=
     /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
     /// nothing held over the two: two requests both pass and the cap is crossed, or the last
-    /// owner goes. So is a count kept in a table of counts (a name ending in `_count`, `_counter`,
-    /// `_usage` or `_quota`: `SELECT dataset_count FROM org_usage_counts ..`, kept by a trigger or
-    /// by the crate) compared with a bound, then a row of any table inserted or deleted. A count
-    /// over a time window (`WHERE created_at > ..`) is a rate limit and is not reported. And the row lock that ends before the write: `SELECT .. FOR UPDATE [SKIP
+    /// owner goes. So is a count kept in a table of counts (a name ending in `_count`,
+    /// `_counter`, `_usage` or `_quota`: `SELECT dataset_count FROM org_usage_counts ..`, kept
+    /// by a trigger or by the crate) compared with a bound, then a row of any table inserted or
+    /// deleted. A count over a time window (`WHERE created_at > ..`) is a rate limit and is not
+    /// reported. And the row lock that ends before the write: `SELECT .. FOR UPDATE [SKIP
     /// LOCKED]` run on the pool with no transaction (the lock lasts the one statement), or in a
     /// transaction committed or rolled back on the way to the `UPDATE` that acts on the row it
     /// found (also when the rows went through a collection first: grouped, then one picked):
@@ -171,9 +172,9 @@ declare_rule! {
     /// found a row (`is_none()` against `is_some()`) is not told apart; a test against a limit
     /// (`count >= 10`) is not taken for an existence test. The limit check matches the count and
     /// the write by table (a kept count by the counts table's name alone: which of its columns
-    /// was read, and of which table it counts, is not known): a count of a table joined to the written one (owners listed through
-    /// `users JOIN owners`) is not matched, and a check made after the write (delete, then count
-    /// what remains, then roll back) is not this shape. An exclusive lock (a mutex, a write
+    /// was read, and of which table it counts, is not known): a count of a table joined to the
+    /// written one (owners listed through `users JOIN owners`) is not matched, and a check made
+    /// after the write (delete, then count what remains, then roll back) is not this shape. An exclusive lock (a mutex, a write
     /// guard) on a named place, taken in the body and held from before the read to the write, or
     /// held by every caller of the body in the crate (up to three calls up), counts as
     /// serialising the check, although a process-local lock does not exclude other processes; a
