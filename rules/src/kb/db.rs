@@ -431,12 +431,7 @@ pub(super) fn classify(
                 .or_else(|| match recv {
                     // A crate row type saved through a generated method: its diesel table, or
                     // the type's own name.
-                    Class::User(ty) => Some(
-                        cx.facts
-                            .field_type(ty, DIESEL_TABLE_FIELD)
-                            .and_then(|t| t.first())
-                            .map_or_else(|| normalize_table(ty), |t| normalize_table(t)),
-                    ),
+                    Class::User(ty) => Some(row_table(cx.facts, ty)),
                     _ => None,
                 })
         });
@@ -746,6 +741,14 @@ fn dsl_module(cx: &Classifier<'_>, local: &str) -> Option<Name> {
         .flatten()
         .filter(|t| !t.is_empty() && *t != "schema" && *t != "crate")
         .map(normalize_table)
+}
+
+/// The table a crate row type is stored in: its diesel `table_name`, or the type's own name.
+pub fn row_table(facts: &crate::facts::Facts<'_>, ty: &str) -> Name {
+    facts
+        .field_type(ty, DIESEL_TABLE_FIELD)
+        .and_then(|t| t.first())
+        .map_or_else(|| normalize_table(ty), |t| normalize_table(t))
 }
 
 /// `orders::table` / `Orders` / `order::Entity` to a comparable table name.

@@ -662,14 +662,9 @@ fn key_parameter(cx: &RuleCx<'_>, d: u32) -> Option<Name> {
 /// row a caller found and handed in.
 fn handed_row(cx: &RuleCx<'_>, d: u32, del: &Effect) -> Option<Name> {
     let table = del.table.as_deref()?;
-    let facts = &cx.krate.facts;
     let row_of = |ty: &str| {
         let ty = ty.rsplit("::").next().unwrap_or(ty);
-        let mapped = facts
-            .field_type(ty, crate::ir::DIESEL_TABLE_FIELD)
-            .and_then(|t| t.first())
-            .map(|t| crate::kb::db::normalize_table(t))
-            .unwrap_or_else(|| crate::kb::db::normalize_table(ty));
+        let mapped = crate::kb::db::row_table(cx.krate.facts, ty);
         query::same_table_prefixed(Some(&mapped), Some(table))
     };
     deletion_places(cx, d)
