@@ -62,13 +62,6 @@ impl Summary {
         self.effects.iter().any(|e| e.effect.kind == kind)
     }
 
-    /// Writes persisted state (not only in-memory maps behind a lock).
-    pub fn persists(&self) -> bool {
-        self.effects
-            .iter()
-            .any(|e| e.effect.kind == EffectKind::Write && !e.effect.in_memory)
-    }
-
     /// Reads state that is not a token.
     pub fn reads_state(&self) -> bool {
         self.effects

@@ -353,6 +353,15 @@ pub(super) fn value_text(e: &Expr, scalars: bool) -> Option<Name> {
             let Expr::Path(f) = &*c.func else {
                 return None;
             };
+            // sea-query's `Expr::value(false)` / `Expr::val(..)`: a column's new value (in
+            // `col_expr(Column::Occupied, ..)`), so booleans and numbers count.
+            let mut segs = f.path.segments.iter().map(|s| &s.ident);
+            if let (Some(ty), Some(func), None) = (segs.next(), segs.next(), segs.next())
+                && ty == "Expr"
+                && (func == "value" || func == "val")
+            {
+                return c.args.first_item().and_then(|a| value_text(a, true));
+            }
             let wrapper = f.path.segments.last_item().is_some_and(|s| {
                 s.ident
                     .to_string()

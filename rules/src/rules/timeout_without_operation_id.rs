@@ -22,8 +22,11 @@ declare_rule! {
     /// action started at once), a `DelayQueue` entry, a delayed job —
     /// whose payload (captured variables, or the job struct's fields, resolved across files)
     /// names the resource (`seat_id`) but not the operation that scheduled it (reservation,
-    /// attempt, generation, version, lease, token, operation id), and whose action writes state
-    /// without comparing such an identity.
+    /// attempt, generation, version, lease, token, operation id), and whose action moves the
+    /// record without comparing such an identity: it sets a state column or a column to a
+    /// constant (`status = 'free'`, `locked = false`, `held_by = NULL`), or deletes the row by
+    /// its key. An action that only appends a row, calls out or fills a cache undoes nothing a
+    /// newer operation decided.
     ///
     /// Also flags a sweep acting on a snapshot: rows selected by state (a read of many rows —
     /// `fetch_all`, `.all(db)`, a crate helper declared to return a `Vec` — filtered beyond the
@@ -78,8 +81,9 @@ declare_rule! {
     /// Identities are recognised by name (`reservation_id`, `attempt`, `generation`, `version`,
     /// `lease`, `token`, ..). A sweep is recognised only when the selection, the wait and the
     /// write are in one function (or its helpers): a snapshot handed to another function that
-    /// writes it is not followed, nor a write whose only wait is other database work. A `DelayQueue` consumer or job handler that the crate does not
-    /// define is not inspected: the payload alone decides.
+    /// writes it is not followed, nor a write whose only wait is other database work. A
+    /// `DelayQueue` consumer or job handler that the crate does not define is not judged: what
+    /// it does when it fires is unknown.
     pub(crate) static RULE = {
         name: "timeout-without-operation-id",
         level: Error,
@@ -331,6 +335,24 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
     judge(cx, s, &payload, &Action::Bodies(handlers), false, out);
 }
 
+/// Does the write move the record a timer speaks of: a state column set, a column set to a
+/// constant (`plan = 'free'`, `locked = false`, `held_by = NULL`), or the row removed by its key? That is the
+/// step a newer operation on the same resource can have taken back in the meantime. A write of
+/// a cache, a log or a derived value (a comment posted, an index evicted, an audit listed) moves
+/// no record: firing late changes nothing another operation decided.
+fn moves_record(e: &Effect) -> bool {
+    if e.kind != EffectKind::Write || e.in_memory || e.insert && !e.upsert {
+        return false;
+    }
+    if e.delete {
+        return e.filtered && !e.purge;
+    }
+    crate::state_writes::moved_state(e).is_some()
+        || e.sets
+            .iter()
+            .any(|a| a.value.constant().is_some() || is_state_column(&a.column))
+}
+
 /// Decides and reports. `needs_sleep`: a spawned task is a timer only if it waits.
 fn judge(
     cx: &RuleCx<'_>,
@@ -385,11 +407,7 @@ fn judge(
             if periodic {
                 return;
             }
-            let persisted = |i: u32| {
-                cx.effs(i)
-                    .any(|e| e.kind == EffectKind::Write && !e.in_memory)
-            };
-            let Some(write) = (sleep..*end).find(|&i| persisted(i)) else {
+            let Some(write) = (sleep..*end).find(|&i| cx.effs(i).any(moves_record)) else {
                 return;
             };
             if !ids.is_empty() && region_compares(cx, *start, *end, &ids)
@@ -407,7 +425,7 @@ fn judge(
             let writers: Vec<BodyId> = bodies
                 .iter()
                 .copied()
-                .filter(|b| cx.krate.summary(*b).is_some_and(|s| s.persists()))
+                .filter(|b| cx.krate.effects_of(*b).any_order().any(moves_record))
                 .collect();
             if needs_sleep
                 && !bodies.iter().any(|b| {
@@ -419,10 +437,8 @@ fn judge(
                 return;
             }
             if bodies.is_empty() {
-                // No action in the crate: the payload alone decides.
-                if !ids.is_empty() {
-                    return;
-                }
+                // No action in the crate: what it would do is unknown.
+                return;
             } else {
                 if writers.is_empty() {
                     return;
