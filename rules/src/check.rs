@@ -61,18 +61,27 @@ pub(crate) fn analyse<'a>(
     }
 }
 
-/// A file of test or bench targets (a `tests/` or `benches/` folder), or of a crate or folder
-/// of test support (`test-utils/`, `my_test_fakes/`, `mocks/`): it runs alone against
-/// throw-away state, like `#[test]` code, so no rule is checked in it (its bodies still count
-/// for summaries).
+/// A file of test or bench targets (a `tests/`, `benches/` or `benchmarks/` folder), or of a
+/// crate, folder or module of test support (`test-utils/`, `my_test_fakes/`, `mocks/`,
+/// `src/tests.rs` compiled for other crates' tests, `cli_test_dal.rs`, `mock_gateway.rs`): it
+/// runs alone against throw-away state, like `#[test]` code, so no rule is checked in it (its
+/// bodies still count for summaries).
 fn is_test_file(path: &str) -> bool {
-    let mut dirs: Vec<&str> = path.split(['/', '\\']).collect();
-    dirs.pop();
-    dirs.iter().any(|c| {
-        *c == "benches"
-            || c.split(['_', '-'])
-                .any(|w| matches!(w, "test" | "tests" | "testing" | "fakes" | "mocks"))
-    })
+    let mut parts: Vec<&str> = path.split(['/', '\\']).collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.strip_suffix(".rs").unwrap_or(file);
+    let words = |c: &str| {
+        c.split(['_', '-']).any(|w| {
+            matches!(
+                w,
+                "test" | "tests" | "testing" | "fake" | "fakes" | "mock" | "mocks"
+            )
+        })
+    };
+    words(stem)
+        || parts
+            .iter()
+            .any(|c| matches!(*c, "benches" | "benchmarks") || words(c))
 }
 
 /// Per file: is it the file of a module another file declares as test code
@@ -314,7 +323,7 @@ mod tests {
     use crate::{Analyzer, Knowledge};
 
     #[test]
-    fn test_targets_and_test_support_folders_are_test_files() {
+    fn test_targets_and_test_support_are_test_files() {
         for p in [
             "tests/flows.rs",
             "crates/x/tests/a.rs",
@@ -322,13 +331,18 @@ mod tests {
             "crates/docs_rs_test_fakes/src/lib.rs",
             "test-utils/src/db.rs",
             "src/mocks/gateway.rs",
+            "src/tests.rs",
+            "src/test_helpers.rs",
+            "crates/db/src/cli_test_dal.rs",
+            "src/mock_gateway.rs",
+            "benchmarks/src/lib.rs",
         ] {
             assert!(super::is_test_file(p), "{p}");
         }
         for p in [
-            "src/tests.rs",
-            "src/test_helpers.rs",
             "crates/attest/src/lib.rs",
+            "src/latest.rs",
+            "src/mocking_bird.rs",
             "src/contest/mod.rs",
             "fixtures/a/b.rs",
         ] {
