@@ -148,12 +148,12 @@ pub(super) fn classify(
         let bound = place
             .filter(|_| target.is_some_and(|a| a.ev.is_none()))
             .and_then(|p| bound_query(cx, p));
-        let table = match bound {
+        let table = match bound.as_deref().and_then(|qs| qs.last()) {
             Some(q) => Some(diesel_table(cx, &Name::join(&q.recv, "."))),
             None => place.map(|p| model_table(cx, p).unwrap_or_else(|| diesel_table(cx, p))),
         };
         let mut where_cols = diesel_filter_cols(call);
-        if let Some(q) = bound {
+        for q in bound.iter().flatten() {
             where_cols.extend(diesel_filter_cols(q));
         }
         for a in &call.steps[0].args {
@@ -252,25 +252,37 @@ pub(super) fn classify(
             .rposition(|s| !RESULT_ADAPTER_STEPS.contains(&s.name.as_str()))
             .map(|i| &call.steps[i])
     });
-    if call.func.is_empty()
+    // `let query = i_dsl::invoice.filter(..).for_update(); .. query.first(conn)`: the local
+    // names the query it was bound to, whose table, filter and lock are the load's.
+    let loads = call.func.is_empty()
         && !call.recv.is_empty()
         && load.is_some_and(|s| DIESEL_READ_STEPS.contains(&s.name.as_str()) && s.args.len() == 1)
         && !matches!(recv, Class::Collection | Class::Channel)
         && (call.recv.len() == 1
             || call.recv.last().is_some_and(|p| p == "table")
-            || call.recv.len() == 2 && dsl_module(cx, &call.recv[0]).is_some())
-        && call.steps.len() >= 2
-    {
+            || call.recv.len() == 2 && dsl_module(cx, &call.recv[0]).is_some());
+    let bound = match call.recv.as_slice() {
+        [local] if loads => bound_query(cx, local),
+        _ => None,
+    };
+    if loads && (call.steps.len() >= 2 || bound.is_some()) {
+        let bound: &[&Call] = bound.as_deref().unwrap_or_default();
+        let recv = bound.last().map_or(&call.recv, |q| &q.recv);
         let mut e = Effect::new(EffectKind::Read, "loads rows with diesel")
-            .with_table(Some(diesel_table(cx, &Name::join(&call.recv, "."))));
+            .with_table(Some(diesel_table(cx, &Name::join(recv, "."))));
         e.token = e.table.as_deref().is_some_and(is_token_name);
-        e.where_cols = diesel_filter_cols(call).into();
+        let mut where_cols = diesel_filter_cols(call);
+        for q in bound {
+            where_cols.extend(diesel_filter_cols(q));
+        }
+        e.where_cols = where_cols.into();
         e.locking = call
             .steps
             .iter()
+            .chain(bound.iter().flat_map(|q| q.steps.iter()))
             .any(|s| DIESEL_ROW_LOCKS.contains(&s.name.as_str()));
-        e.counts = counts_rows(call);
-        e.set_ordered(orders_rows(call));
+        e.counts = counts_rows(call) || bound.iter().any(|q| counts_rows(q));
+        e.set_ordered(orders_rows(call) || bound.iter().any(|q| orders_rows(q)));
         return Some(e);
     }
 
@@ -693,31 +705,53 @@ fn keyed_exactly(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> boo
 }
 
 /// The query a plain local holds, when the body bound it to a diesel table's query (`let target
-/// = invites::table.filter(invites::code.eq(code))`, also through the table's `dsl` module).
-fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<&'b Call> {
+/// = invites::table.filter(invites::code.eq(code))`, also through the table's `dsl` module),
+/// perhaps in steps (`let query = t::table.find(id); let query = query.for_update();`): every
+/// call that built it, the table's own query last.
+fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<Vec<&'b Call>> {
     if local.contains(['.', ':']) {
         return None;
     }
     let events = &cx.body.events;
-    events.iter().rev().find_map(|e| match &e.kind {
-        crate::ir::EventKind::Bind(b) if b.names.len() == 1 && b.names[0] == *local => {
-            let &k = b.calls.last()?;
-            match &events.get(k as usize)?.kind {
-                crate::ir::EventKind::Call(q)
-                    if q.func.is_empty()
-                        // `invites::table`, or the table through its `dsl` module
-                        // (`upload_tokens::dsl::upload_tokens`).
-                        && (q.recv.last().is_some_and(|r| r == "table")
-                            || q.recv.len() >= 2 && q.recv.iter().any(|r| r == "dsl"))
-                        && !q.steps.is_empty() =>
-                {
-                    Some(&**q)
+    let mut chain: Vec<&Call> = Vec::new();
+    let (mut name, mut before) = (local, events.len());
+    // A few rebindings at most (`let query = query.filter(..)`).
+    for _ in 0..4 {
+        let (at, q) = events[..before]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| {
+                let crate::ir::EventKind::Bind(b) = &e.kind else {
+                    return None;
+                };
+                if b.names.len() != 1 || b.names[0] != *name {
+                    return None;
                 }
-                _ => None,
-            }
+                let &k = b.calls.last()?;
+                match &events.get(k as usize)?.kind {
+                    crate::ir::EventKind::Call(q) if q.func.is_empty() && !q.steps.is_empty() => {
+                        Some((i, &**q))
+                    }
+                    _ => None,
+                }
+            })?;
+        chain.push(q);
+        // `invites::table`, or the table through its `dsl` module
+        // (`upload_tokens::dsl::upload_tokens`, `i_dsl::invoice` after `use
+        // schema::invoice::dsl as i_dsl`).
+        if q.recv.last().is_some_and(|r| r == "table")
+            || q.recv.len() >= 2 && q.recv.iter().any(|r| r == "dsl")
+            || q.recv.len() == 2 && dsl_module(cx, &q.recv[0]).is_some()
+        {
+            return Some(chain);
         }
-        _ => None,
-    })
+        match q.recv.as_slice() {
+            [earlier] if !earlier.contains(['.', ':']) => (name, before) = (earlier, at),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The table of a diesel model value (`diesel::delete(&self)`, `diesel::update(&invite)`):
