@@ -286,32 +286,22 @@ pub(super) fn classify(
         return Some(e);
     }
 
+    // sea-orm, the select bound to a local first (`let mut query = order::Entity::find();`, maybe
+    // narrowed after: `query = query.filter(..)`), then run (`query.all(db).await`).
+    if let ([local], Some(run)) = (call.recv.as_slice(), call.steps.first())
+        && call.func.is_empty()
+        && SEA_ORM_READ_RUNS.contains(&run.name.as_str())
+        && run.args.len() == 1
+        && let Some((root, narrowed)) = bound_select(cx, local)
+    {
+        let flast = root.func_last();
+        let mut calls = vec![root, call];
+        calls.extend(narrowed);
+        return Some(sea_orm_find(sea_orm_entity(cx, &root.func), flast, &calls));
+    }
     // sea-orm: `Entity::find_by_id(id).one(db)`, `Entity::update_many()..exec(db)`, `model.update(db)`.
     if call.func.len() >= 2 {
-        let head = &call.func[call.func.len() - 2];
-        // `use entities::password_reset_tokens::Entity as PrtEntity;`: the alias names the
-        // entity module's `Entity`, and that module is the table.
-        let aliased = (call.func.len() == 2)
-            .then(|| cx.facts.resolve(cx.file, head))
-            .filter(|full| full.as_str() != head.as_str())
-            .and_then(|full| {
-                full.as_str()
-                    .strip_suffix("::Entity")
-                    .and_then(|m| m.rsplit("::").next())
-                    .filter(|m| !m.is_empty())
-                    .map(table_of)
-            });
-        let entity = aliased.unwrap_or_else(|| table_of(head));
-        let entity = if entity == "entity" && call.func.len() >= 3 {
-            table_of(&call.func[call.func.len() - 3])
-        } else if entity == "entity" && call.func.len() == 2 {
-            // A bare `Entity` of the file's own entity module: that model's table.
-            cx.facts
-                .file_model_table(cx.file)
-                .map_or(entity, |t| normalize_table(t))
-        } else {
-            entity
-        };
+        let entity = sea_orm_entity(cx, &call.func);
         let runs = |names: &[&str]| {
             call.steps
                 .iter()
@@ -319,24 +309,7 @@ pub(super) fn classify(
                 .any(|s| names.contains(&s.name.as_str()))
         };
         if SEA_ORM_FIND_FNS.contains(&flast) && runs(SEA_ORM_READ_RUNS) {
-            let e_token_read = is_token_name(&entity);
-            let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
-                .with_table(Some(entity));
-            // The columns its `.filter(Column::X.eq(..))` steps compare; `find_by_id`: the key.
-            let mut where_cols = filter_cols(call, SEA_ORM_FILTER_STEPS);
-            if flast == "find_by_id" {
-                where_cols.push("id".into());
-            }
-            // Found by a token column (`Column::ResetToken.eq(token)`): a token read.
-            e.token = e_token_read || where_cols.iter().any(|c| is_token_name(c));
-            e.where_cols = where_cols.into();
-            e.locking = call
-                .steps
-                .iter()
-                .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
-            e.counts = counts_rows(call);
-            e.set_ordered(orders_rows(call));
-            return Some(e);
+            return Some(sea_orm_find(entity, flast, &[call]));
         }
         if SEA_ORM_WRITE_FNS.contains(&flast) && runs(SEA_ORM_EXEC_STEPS) {
             let mut where_cols = filter_cols(call, SEA_ORM_FILTER_STEPS);
@@ -473,6 +446,96 @@ pub(super) fn classify(
         return Some(e);
     }
     None
+}
+
+/// The table a sea-orm entity path names (`order::Entity::find`, an aliased `PrtEntity`, a bare
+/// `Entity` of the file's own entity module).
+fn sea_orm_entity(cx: &Classifier<'_>, func: &[Name]) -> Name {
+    let head = &func[func.len() - 2];
+    // `use entities::password_reset_tokens::Entity as PrtEntity;`: the alias names the
+    // entity module's `Entity`, and that module is the table.
+    let aliased = (func.len() == 2)
+        .then(|| cx.facts.resolve(cx.file, head))
+        .filter(|full| full.as_str() != head.as_str())
+        .and_then(|full| {
+            full.as_str()
+                .strip_suffix("::Entity")
+                .and_then(|m| m.rsplit("::").next())
+                .filter(|m| !m.is_empty())
+                .map(table_of)
+        });
+    let entity = aliased.unwrap_or_else(|| table_of(head));
+    if entity == "entity" && func.len() >= 3 {
+        table_of(&func[func.len() - 3])
+    } else if entity == "entity" && func.len() == 2 {
+        // A bare `Entity` of the file's own entity module: that model's table.
+        cx.facts
+            .file_model_table(cx.file)
+            .map_or(entity, |t| normalize_table(t))
+    } else {
+        entity
+    }
+}
+
+/// A sea-orm select run (`Entity::find_by_id(id).lock_exclusive().one(db)`), from the calls that
+/// built it: its filter columns, lock, count and order.
+fn sea_orm_find(entity: Name, find: &str, calls: &[&Call]) -> Effect {
+    let e_token_read = is_token_name(&entity);
+    let mut e = Effect::new(EffectKind::Read, format!("reads `{entity}` with sea-orm"))
+        .with_table(Some(entity));
+    // The columns its `.filter(Column::X.eq(..))` steps compare; `find_by_id`: the key.
+    let mut where_cols: Vec<Name> = calls
+        .iter()
+        .flat_map(|c| filter_cols(c, SEA_ORM_FILTER_STEPS))
+        .collect();
+    if find == "find_by_id" {
+        where_cols.push("id".into());
+    }
+    // Found by a token column (`Column::ResetToken.eq(token)`): a token read.
+    e.token = e_token_read || where_cols.iter().any(|c| is_token_name(c));
+    e.where_cols = where_cols.into();
+    e.locking = calls
+        .iter()
+        .flat_map(|c| c.steps.iter())
+        .any(|s| SEA_ORM_ROW_LOCKS.contains(&s.name.as_str()));
+    e.counts = calls.iter().any(|c| counts_rows(c));
+    e.set_ordered(calls.iter().any(|c| orders_rows(c)));
+    e
+}
+
+/// The sea-orm select a plain local was bound to (`let query = order::Entity::find()..`), and
+/// the calls that narrowed it afterwards (`query = query.filter(..)`), before the body's last
+/// binding of the local.
+fn bound_select<'b>(cx: &Classifier<'b>, local: &str) -> Option<(&'b Call, Vec<&'b Call>)> {
+    let events = &cx.body.events;
+    let (at, root) = events.iter().enumerate().rev().find_map(|(i, e)| {
+        let crate::ir::EventKind::Bind(b) = &e.kind else {
+            return None;
+        };
+        if b.names.len() != 1 || b.names[0] != *local {
+            return None;
+        }
+        match &events.get(*b.calls.last()? as usize)?.kind {
+            crate::ir::EventKind::Call(q)
+                if q.func.len() >= 2 && SEA_ORM_FIND_FNS.contains(&q.func_last()) =>
+            {
+                Some((i, &**q))
+            }
+            _ => None,
+        }
+    })?;
+    let narrowed = events[at..]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            crate::ir::EventKind::Call(q)
+                if q.func.is_empty() && q.recv.len() == 1 && q.recv[0] == *local =>
+            {
+                Some(&**q)
+            }
+            _ => None,
+        })
+        .collect();
+    Some((root, narrowed))
 }
 
 /// `self.update(db)` in a method of `impl users::ActiveModel` (sea-orm's generated model type,
