@@ -769,8 +769,9 @@ fn keyed_exactly(cx: &Classifier<'_>, table: Option<&str>, cols: &[Name]) -> boo
 
 /// The query a plain local holds, when the body bound it to a diesel table's query (`let target
 /// = invites::table.filter(invites::code.eq(code))`, also through the table's `dsl` module),
-/// perhaps in steps (`let query = t::table.find(id); let query = query.for_update();`): every
-/// call that built it, the table's own query last.
+/// perhaps in steps (`let query = t::table.find(id); let query = query.for_update();`, or
+/// `query = query.filter(..)` after the binding): every call that built it, the table's own
+/// query last.
 fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<Vec<&'b Call>> {
     if local.contains(['.', ':']) {
         return None;
@@ -800,6 +801,20 @@ fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<Vec<&'b Call>> {
                 }
             })?;
         chain.push(q);
+        if chain.len() == 1 {
+            // Narrowed after its binding (`query = query.filter(..)` in a branch, `query =
+            // query.for_update()` for one backend).
+            chain.extend(events[at..].iter().filter_map(|e| match &e.kind {
+                crate::ir::EventKind::Call(n)
+                    if n.func.is_empty() && n.recv.len() == 1 && n.recv[0] == *local =>
+                {
+                    Some(&**n)
+                }
+                _ => None,
+            }));
+            // The binding's own call first, the narrowing after: the table's query stays last.
+            chain.rotate_left(1);
+        }
         // `invites::table`, or the table through its `dsl` module
         // (`upload_tokens::dsl::upload_tokens`, `i_dsl::invoice` after `use
         // schema::invoice::dsl as i_dsl`).
