@@ -503,9 +503,8 @@ fn sea_orm_find(entity: Name, find: &str, calls: &[&Call]) -> Effect {
     e
 }
 
-/// The sea-orm select a plain local was bound to (`let query = order::Entity::find()..`), and
-/// the calls that narrowed it afterwards (`query = query.filter(..)`), before the body's last
-/// binding of the local.
+/// The sea-orm select a plain local was last bound to (`let query = order::Entity::find()..`),
+/// and the calls made on the local from that binding on (`query = query.filter(..)`, the run).
 fn bound_select<'b>(cx: &Classifier<'b>, local: &str) -> Option<(&'b Call, Vec<&'b Call>)> {
     let events = &cx.body.events;
     let (at, root) = events.iter().enumerate().rev().find_map(|(i, e)| {

@@ -336,10 +336,10 @@ fn scheduled(cx: &RuleCx<'_>, s: u32, eff: &Effect, out: &mut Vec<Diagnostic>) {
 }
 
 /// Does the write move the record a timer speaks of: a state column set, a column set to a
-/// constant (`plan = 'free'`, `locked = false`, `held_by = NULL`), or the row removed by its key? That is the
-/// step a newer operation on the same resource can have taken back in the meantime. A write of
-/// a cache, a log or a derived value (a comment posted, an index evicted, an audit listed) moves
-/// no record: firing late changes nothing another operation decided.
+/// constant (`plan = 'free'`, `locked = false`, `held_by = NULL`), or the row removed by its
+/// key? That is the step a newer operation on the same resource can have taken back in the
+/// meantime. A write of a cache, a log or a derived value (a comment posted, an index evicted,
+/// an audit listed) moves no record: firing late changes nothing another operation decided.
 fn moves_record(e: &Effect) -> bool {
     if e.kind != EffectKind::Write || e.in_memory || e.insert && !e.upsert {
         return false;
@@ -436,30 +436,26 @@ fn judge(
             {
                 return;
             }
-            if bodies.is_empty() {
-                // No action in the crate: what it would do is unknown.
+            // No action in the crate (what it would do is unknown), or none that moves a record.
+            if writers.is_empty() {
                 return;
-            } else {
-                if writers.is_empty() {
-                    return;
-                }
-                if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
-                    return;
-                }
-                let referenced = writers
-                    .iter()
-                    .any(|b| references_payload(cx.krate.effects_of(*b).all(), &payload.names));
-                if referenced {
-                    return;
-                }
-                let b = cx.krate.body(writers[0]);
-                notes.push(format!(
-                    "`{}` runs when it fires and writes state ({}:{})",
-                    b.name(),
-                    cx.krate.paths[writers[0].file as usize],
-                    b.sp.line
-                ));
             }
+            if !ids.is_empty() && writers.iter().any(|b| body_compares(cx, *b, &ids)) {
+                return;
+            }
+            let referenced = writers
+                .iter()
+                .any(|b| references_payload(cx.krate.effects_of(*b).all(), &payload.names));
+            if referenced {
+                return;
+            }
+            let b = cx.krate.body(writers[0]);
+            notes.push(format!(
+                "`{}` runs when it fires and writes state ({}:{})",
+                b.name(),
+                cx.krate.paths[writers[0].file as usize],
+                b.sp.line
+            ));
         }
     }
     let mut d = cx.diag(
