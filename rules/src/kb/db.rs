@@ -507,34 +507,53 @@ fn sea_orm_find(entity: Name, find: &str, calls: &[&Call]) -> Effect {
 /// and the calls made on the local from that binding on (`query = query.filter(..)`, the run).
 fn bound_select<'b>(cx: &Classifier<'b>, local: &str) -> Option<(&'b Call, Vec<&'b Call>)> {
     let events = &cx.body.events;
-    let (at, root) = events.iter().enumerate().rev().find_map(|(i, e)| {
-        let crate::ir::EventKind::Bind(b) = &e.kind else {
-            return None;
-        };
-        if b.names.len() != 1 || b.names[0] != *local {
-            return None;
-        }
-        match &events.get(*b.calls.last()? as usize)?.kind {
-            crate::ir::EventKind::Call(q)
-                if q.func.len() >= 2 && SEA_ORM_FIND_FNS.contains(&q.func_last()) =>
-            {
-                Some((i, &**q))
-            }
-            _ => None,
-        }
+    let (at, root) = last_binding(events, local, events.len(), |q| {
+        q.func.len() >= 2 && SEA_ORM_FIND_FNS.contains(&q.func_last())
     })?;
-    let narrowed = events[at..]
+    Some((root, calls_on(events, local, at).collect()))
+}
+
+/// The last binding of `local` before event `before` to a call that `fits` (`let query =
+/// t::table.filter(..)`): the binding's index and the call.
+fn last_binding<'b>(
+    events: &'b [crate::ir::Event],
+    local: &str,
+    before: usize,
+    fits: impl Fn(&Call) -> bool,
+) -> Option<(usize, &'b Call)> {
+    events[..before]
         .iter()
-        .filter_map(|e| match &e.kind {
-            crate::ir::EventKind::Call(q)
-                if q.func.is_empty() && q.recv.len() == 1 && q.recv[0] == *local =>
-            {
-                Some(&**q)
+        .enumerate()
+        .rev()
+        .find_map(|(i, e)| {
+            let crate::ir::EventKind::Bind(b) = &e.kind else {
+                return None;
+            };
+            if b.names.len() != 1 || b.names[0] != *local {
+                return None;
             }
-            _ => None,
+            match &events.get(*b.calls.last()? as usize)?.kind {
+                crate::ir::EventKind::Call(q) if fits(q) => Some((i, &**q)),
+                _ => None,
+            }
         })
-        .collect();
-    Some((root, narrowed))
+}
+
+/// The calls made on `local` itself from event `from` on (`query = query.filter(..)`, the run
+/// `query.first(conn)`).
+fn calls_on<'b, 'l>(
+    events: &'b [crate::ir::Event],
+    local: &'l str,
+    from: usize,
+) -> impl Iterator<Item = &'b Call> + use<'b, 'l> {
+    events[from..].iter().filter_map(move |e| match &e.kind {
+        crate::ir::EventKind::Call(q)
+            if q.func.is_empty() && q.recv.len() == 1 && q.recv[0] == *local =>
+        {
+            Some(&**q)
+        }
+        _ => None,
+    })
 }
 
 /// `self.update(db)` in a method of `impl users::ActiveModel` (sea-orm's generated model type,
@@ -780,37 +799,14 @@ fn bound_query<'b>(cx: &Classifier<'b>, local: &str) -> Option<Vec<&'b Call>> {
     let (mut name, mut before) = (local, events.len());
     // A few rebindings at most (`let query = query.filter(..)`).
     for _ in 0..4 {
-        let (at, q) = events[..before]
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, e)| {
-                let crate::ir::EventKind::Bind(b) = &e.kind else {
-                    return None;
-                };
-                if b.names.len() != 1 || b.names[0] != *name {
-                    return None;
-                }
-                let &k = b.calls.last()?;
-                match &events.get(k as usize)?.kind {
-                    crate::ir::EventKind::Call(q) if q.func.is_empty() && !q.steps.is_empty() => {
-                        Some((i, &**q))
-                    }
-                    _ => None,
-                }
-            })?;
+        let (at, q) = last_binding(events, name, before, |q| {
+            q.func.is_empty() && !q.steps.is_empty()
+        })?;
         chain.push(q);
         if chain.len() == 1 {
             // Narrowed after its binding (`query = query.filter(..)` in a branch, `query =
             // query.for_update()` for one backend).
-            chain.extend(events[at..].iter().filter_map(|e| match &e.kind {
-                crate::ir::EventKind::Call(n)
-                    if n.func.is_empty() && n.recv.len() == 1 && n.recv[0] == *local =>
-                {
-                    Some(&**n)
-                }
-                _ => None,
-            }));
+            chain.extend(calls_on(events, local, at));
             // The binding's own call first, the narrowing after: the table's query stays last.
             chain.rotate_left(1);
         }
