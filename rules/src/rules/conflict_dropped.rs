@@ -41,7 +41,10 @@ declare_rule! {
     /// is the handling, and the
     /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
     /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
-    /// answer from the error (`(status_for(&e), "rejected")`: the sender is told).
+    /// answer from the error (`(status_for(&e), "rejected")`: the sender is told). The same
+    /// when the handling's `Result` is thrown away — `let _ = handle(msg).await`, `.ok()`,
+    /// `.unwrap_or(())`, `.unwrap_or_else(|e| warn!(..))` — and nothing durable follows it (a
+    /// raw copy of the event written best effort before the real handling is not the handling).
     ///
     /// It stays silent when the branch returns an error or an error status, requeues or
     /// reschedules (`nack`, `requeue`, `retry`, `schedule`, an insert into a queue), records
@@ -253,18 +256,27 @@ fn handling_swallowed(cx: &RuleCx<'_>, handled: Option<(u32, &Effect)>, out: &mu
     let Some((r, work)) = handled else {
         return;
     };
-    let Some(b) = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b)) else {
-        return;
+    let swallowed = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b));
+    let message = match swallowed {
+        Some(_) => {
+            "a failed handling of the message is only logged, and the handler answers as if done"
+        }
+        None if discarded(cx, r) => {
+            "the handling's failure is thrown away, and the handler answers as if done"
+        }
+        None => return,
     };
-    let message =
-        "a failed handling of the message is only logged, and the handler answers as if done"
-            .to_string();
-    let mut d = cx.diag(&RULE, r, message);
+    let mut d = cx.diag(&RULE, r, message.to_string());
     d.primary_label = Some(this_call(cx, "the handling", work));
-    d.labels.push(cx.label(
-        b,
-        "its failure is swallowed here (no error status, nack, requeue or recorded failure)",
-    ));
+    match swallowed {
+        Some(b) => d.labels.push(cx.label(
+            b,
+            "its failure is swallowed here (no error status, nack, requeue or recorded failure)",
+        )),
+        None => d.notes.push(
+            "its `Result` is dropped (`let _ =`, `.ok()`, `.unwrap_or(())`, a closure that only logs): no error status, nack, requeue or recorded failure follows".to_string(),
+        ),
+    }
     if let Some(h) = cx.message_handler() {
         d.notes.push(format!(
             "this is a message handler ({}): its normal answer tells the sender the message was handled",
@@ -277,6 +289,68 @@ fn handling_swallowed(cx: &RuleCx<'_>, handled: Option<(u32, &Effect)>, out: &mu
             .to_string(),
     );
     out.push(d);
+}
+
+/// Is the result of the handling call at `r` thrown away: bound to `_` as it came, or ended by
+/// `.ok()`, `.unwrap_or(())`, `.unwrap_or_default()` or `.unwrap_or_else(..)` with a closure
+/// that only logs (a macro, no call), and not used? `.map_err(..)` / `.inspect_err(..)` may
+/// come between. A handling is only the message's work when nothing else durable follows it:
+/// a best-effort write thrown away before the real handling (a raw copy of the event, then the
+/// dispatch to the event's handler) is not.
+fn discarded(cx: &RuleCx<'_>, r: u32) -> bool {
+    let events = &cx.body.events;
+    let EventKind::Call(call) = &events[r as usize].kind else {
+        return false;
+    };
+    let Some(last) = call.steps.iter().rposition(|s| s.awaited) else {
+        return false;
+    };
+    let rest = &call.steps[last + 1..];
+    let (kept, tail) = match rest.split_last() {
+        Some((t, kept)) => (kept, Some(t)),
+        None => (rest, None),
+    };
+    if call.steps.iter().any(|s| s.tried)
+        || !kept
+            .iter()
+            .all(|s| matches!(s.name.as_str(), "map_err" | "inspect_err"))
+    {
+        return false;
+    }
+    let thrown = match tail {
+        // `let _ = handle(..).await;`
+        None => events.iter().any(|e| {
+            matches!(&e.kind, EventKind::Bind(b) if b.calls.as_slice() == [r] && b.names.is_empty())
+        }),
+        Some(t) => {
+            let only_logs = || {
+                events.get(r as usize + 1).is_some_and(|e| {
+                    matches!(&e.kind, EventKind::Enter(Region::Closure { call: Some(c) }) if *c == r)
+                }) && {
+                    let end = cx.region_end(r + 1);
+                    !(r + 2..end).any(|i| matches!(events[i as usize].kind, EventKind::Call(_)))
+                }
+            };
+            let unit = |a: &crate::ir::Arg| a.paths.is_empty() && a.extra.is_none() && a.ev.is_none();
+            let ends = match t.name.as_str() {
+                "ok" | "unwrap_or_default" => t.args.is_empty(),
+                "unwrap_or" => t.args.len() == 1 && unit(&t.args[0]),
+                "unwrap_or_else" => t.args.len() == 1 && only_logs(),
+                _ => false,
+            };
+            ends && !query::result_used(cx.body, r)
+        }
+    };
+    thrown
+        && !(r + 1..events.len() as u32).any(|i| {
+            !cx.detached(i)
+                && cx.effs(i).any(|e| {
+                    matches!(
+                        e.kind,
+                        EffectKind::Write | EffectKind::Claim | EffectKind::Remote
+                    ) && !e.in_memory
+                })
+        })
 }
 
 /// The handling of the message: the first call at the body's top level that writes durably
