@@ -64,29 +64,54 @@ impl Evidence {
 /// The bodies the crate registers at message routes or as consumers, with the route path
 /// (empty for a consumer).
 pub(crate) fn registrations(krate: &CrateView<'_>) -> FxHashMap<BodyId, Name> {
-    let mut names: Vec<(Name, Name)> = Vec::new();
-    for (_, body) in krate.facts.all_bodies() {
+    let mut names: Vec<(u32, Name, Name)> = Vec::new();
+    for (id, body) in krate.facts.all_bodies() {
+        let mut here = Vec::new();
         for ev in &body.events {
             if let EventKind::Call(c) = &ev.kind {
-                registered(body, c, &mut names);
+                registered(body, c, &mut here);
             }
         }
+        names.extend(here.into_iter().map(|(h, p)| (id.file, h, p)));
     }
     let mut out: FxHashMap<BodyId, Name> = FxHashMap::default();
-    for (handler, path) in names {
-        let mut segments = handler.rsplit('.');
-        let ident = segments.next().unwrap_or(&handler);
-        let module = segments.next().filter(|m| *m != "self" && *m != "Self");
-        let free = krate.facts.free_fns.get(ident).into_iter().flatten();
-        let methods = krate.facts.methods_named.get(ident).into_iter().flatten();
-        for &id in free.chain(methods) {
-            let file = krate.paths[id.file as usize];
-            if module.is_none_or(|m| file.contains(m)) {
-                out.entry(id).or_insert_with(|| path.clone());
-            }
+    for (file, handler, path) in names {
+        for id in registered_fns(krate, file, &handler) {
+            out.entry(id).or_insert_with(|| path.clone());
         }
     }
     out
+}
+
+/// The fns a handler named in a registration written in `file` is, as Rust scopes the name: a
+/// bare name is the file's own fn or the one its `use` imports (`bare_fn`: a name that several
+/// other packages define is not guessed), a module path (`hooks::on_paid`) a fn of that
+/// module, `Hooks::on_paid` that type's method, and `Self::on_paid` a method of that name, the
+/// registering file's own first.
+fn registered_fns(krate: &CrateView<'_>, file: u32, handler: &str) -> Vec<BodyId> {
+    let parts: Vec<Name> = handler.split('.').map(Name::new).collect();
+    let Some((ident, quals)) = parts.split_last() else {
+        return Vec::new();
+    };
+    match quals.last().map(Name::as_str) {
+        None => krate.facts.bare_fn(file, ident),
+        Some(q) if q != "Self" && q.starts_with(char::is_uppercase) => {
+            krate.facts.methods(q, ident).to_vec()
+        }
+        Some("self" | "Self") => {
+            let methods: Vec<BodyId> = krate
+                .facts
+                .methods_named
+                .get(ident.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect();
+            let own: Vec<BodyId> = methods.iter().copied().filter(|m| m.file == file).collect();
+            if own.is_empty() { methods } else { own }
+        }
+        Some(_) => krate.facts.free_fns_in(file, &parts),
+    }
 }
 
 /// The handlers one call chain registers: after a route step whose path receives messages,
