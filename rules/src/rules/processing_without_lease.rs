@@ -47,7 +47,9 @@ declare_rule! {
     /// expiry) — a sweep by when rows are due (`run_at <= now()`: a scheduler's promotion) or
     /// done (`completed_at < ..`: a purge) frees no claim — or a statement of the claiming function that, before the
     /// claim, moves the record's earlier claims on (`UPDATE builds SET status = 'failure' WHERE
-    /// release_id = $1 AND status = 'in_progress'`): the next attempt ends a stranded one.
+    /// release_id = $1 AND status = 'in_progress'`), or the claimant's own earlier claims by
+    /// the owner column the claim writes (`UPDATE jobs SET status = 'queued' WHERE worker_id =
+    /// $1`, then the claim setting `worker_id`): the next attempt ends a stranded one.
     ///
     /// ### Why is this bad?
     ///
@@ -262,15 +264,20 @@ fn released(cx: &RuleCx<'_>, w: u32, claim_write: &Effect, claim: &Assigned) -> 
 }
 
 /// Does the body free the record's earlier claims before it claims again (`UPDATE builds SET
-/// status = 'failure' WHERE rid = $1 AND status = 'in_progress'`, then the new claim)? A claim
-/// stranded by a crash is then ended by the next attempt: a reaper run at claim time.
+/// status = 'failure' WHERE rid = $1 AND status = 'in_progress'`, then the new claim), or the
+/// claimant's own (`UPDATE jobs SET status = 'created' WHERE worker_id = $1`, then a claim that
+/// writes `worker_id`)? A claim stranded by a crash is then ended by the next attempt: a reaper
+/// run at claim time.
 fn superseded(cx: &RuleCx<'_>, w: u32, claim_write: &Effect, claim: &Assigned) -> bool {
     (0..w).any(|earlier| {
         cx.effs(earlier).any(|e| {
             e.kind == EffectKind::Write
                 && !e.insert
                 && query::same_state(e.table.as_deref(), claim_write.table.as_deref())
-                && e.where_cols.contains(&claim.column)
+                && (e.where_cols.contains(&claim.column)
+                    || e.where_cols.iter().any(|c| {
+                        is_owner_column(c) && claim_write.sets.iter().any(|a| &a.column == c)
+                    }))
                 && e.sets.iter().any(|a| {
                     a.column == claim.column
                         && matches!(&a.value, AssignedValue::Const(v) if !is_in_progress_value(v))
