@@ -343,10 +343,14 @@ impl<'a> Facts<'a> {
     }
 
     /// Does struct `name` type a field with a bare `Transaction` that its file imports from a
-    /// library that is no database (`use bitcoin::Transaction;` .. `tx: Transaction`)?
+    /// library that is no database (`use bitcoin::Transaction;` .. `tx: Transaction`), or that
+    /// is the crate's own `Transaction` struct (a ledger's or a chain's transaction kept as
+    /// data: `pending: Mutex<VecDeque<Transaction>>`; whether that struct holds a database
+    /// transaction is asked of its own fields)?
     pub fn foreign_transaction_field(&self, name: &str) -> bool {
         let set = self.foreign_transaction.get_or_init(|| {
             let mut out = FxHashSet::default();
+            let own = self.structs.contains_key("Transaction");
             for (fi, structs) in self.file_structs.iter().enumerate() {
                 for (s, fields) in structs.iter() {
                     let foreign = fields.iter().flat_map(|(_, ty)| ty.iter()).any(|seg| {
@@ -355,9 +359,9 @@ impl<'a> Facts<'a> {
                         }
                         let full = self.resolve(fi as u32, seg);
                         let head = full.split("::").next().unwrap_or("");
-                        full.contains("::")
-                            && !crate::apis::DB_TRANSACTION_CRATES.contains(&head)
-                            && !self.in_scope_module(fi as u32, head)
+                        !crate::apis::DB_TRANSACTION_CRATES.contains(&head)
+                            && (own
+                                || full.contains("::") && !self.in_scope_module(fi as u32, head))
                     });
                     if foreign {
                         out.insert(s.clone());

@@ -353,13 +353,22 @@ fn names_db_transaction(name: &str) -> bool {
 
 /// Does the crate struct `name` hold a database transaction or session in a field, directly or
 /// through `depth` levels of the crate's own structs (`TransactionSession(Arc<Mutex<Inner>>)`,
-/// `Inner { session: mongodb::ClientSession }`)?
+/// `Inner { session: mongodb::ClientSession }`)? A pool is not one, and a struct of the crate
+/// in a field is judged by its own fields.
 fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
     facts.structs.get(name).is_some_and(|fields| {
         fields.iter().any(|(_, ty)| {
+            // A pool hands out connections of its own (`sqlx::PgPool`, `Pool<PgConnection>`):
+            // the struct holds no open transaction in that field.
+            if ty.iter().any(|seg| last(seg).ends_with("Pool")) {
+                return false;
+            }
             ty.iter().any(|seg| {
                 let lower = seg.to_ascii_lowercase();
-                DB_WRAPPER_WORDS.iter().any(|w| has(&lower, w))
+                // The crate's own struct (`db: PostgresClient`) is judged by its fields, not by
+                // the words of its name.
+                let own = seg.as_str() != "Transaction" && facts.structs.contains_key(last(seg));
+                !own && DB_WRAPPER_WORDS.iter().any(|w| has(&lower, w))
                     // A bare `Transaction` is a database's unless the struct's file imports it
                     // from another library (`use bitcoin::Transaction`); a path says whose.
                     || lower == "transaction" && !facts.foreign_transaction_field(name)
@@ -367,7 +376,7 @@ fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
                         && seg.split("::").next().is_some_and(|h| {
                             DB_TRANSACTION_CRATES.contains(&h) || facts.is_any_crate_module(h)
                         })
-                    || names_db_transaction(seg)
+                    || (!own || depth == 0) && names_db_transaction(seg)
                     || depth > 0
                         && seg.as_str() != name
                         && facts.structs.contains_key(last(seg))
