@@ -40,6 +40,12 @@ declare_rule! {
     /// when the key does not name the holder: rows an update hands over to another holder, or
     /// a filter that is not the row's own key (`task_id` on `task_runs`).
     ///
+    /// And the keep-alive that fails quietly: in a loop that sleeps between rounds, a renewal
+    /// of a hold (a heartbeat or lease expiry pushed forward, or a stored procedure named for
+    /// it: `SELECT mq_keep_alive(ARRAY[$1], $2)`) whose `Err` branch only logs — no call and
+    /// no assignment in it, and no call after the loop in its task — so the worker is never
+    /// told that its hold is lapsing.
+    ///
     /// And a Kubernetes Lease — the object leader elections hold — patched through kube's
     /// `Api<Lease>` with no `resourceVersion` precondition: a merge, strategic or apply patch of
     /// `holderIdentity` or `renewTime` that the API server applies whatever the Lease holds now.
@@ -103,7 +109,9 @@ declare_rule! {
     /// when the body looks at any `resource_version` or builds a JSON patch (`Patch::Json`, whose
     /// `test` operation can compare), without checking that the patch carries it; a Lease
     /// reached through a dynamic client (`Api<DynamicObject>`) is not seen. A renewal
-    /// through a stored procedure (`SELECT keep_alive($1)`) is not seen. A token
+    /// through a stored procedure (`SELECT keep_alive($1)`) is seen only in a keep-alive loop,
+    /// by the procedure's name; a keep-alive whose error ends its task with `?` (the spawner
+    /// may log it and go on) is not judged. A token
     /// checked inside the called service is not seen: any argument named like a token, or the
     /// lease guard itself, counts as passing it. A write through a helper after a session
     /// advisory lock is not judged (its connection is not known). Only the first unfenced
@@ -130,6 +138,8 @@ fn applies(cx: &RuleCx<'_>) -> bool {
                 .effects()
                 .any_order()
                 .any(|e| renews(e) || e.kind == EffectKind::Write && e.lease)
+        // A keep-alive loop renewing through a stored procedure (a read of no table).
+        || cx.kinds().has(EffectKind::Sleep) && cx.kinds().has(EffectKind::Read)
 }
 
 /// An update that pushes a lease row's expiry or heartbeat forward (`SET lease_expires_at =
@@ -211,6 +221,113 @@ fn renewal_without_holder(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         out.push(d);
         return;
     }
+}
+
+/// A keep-alive loop whose renewal fails and nobody is told: in a loop that sleeps between
+/// rounds, a renewal of a lease row (`renews`: `SET heartbeat_at = now() WHERE id = $1`) or of
+/// a queue's hold through a stored procedure (`SELECT mq_keep_alive(ARRAY[$1], $2)`) whose
+/// `Err` branch only logs (no call, no assignment in it), and no call after the loop in its
+/// task either (the spawned block around the loop, or the body):
+/// the keep-alive stops or retries, and the holder goes on working as if it still held the
+/// lease until someone else takes the work over.
+fn renewal_failure_unheard(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let events = &cx.body.events;
+    for r in 0..events.len() as u32 {
+        if !cx.effs(r).any(renews) && !renews_by_procedure(cx, r) {
+            continue;
+        }
+        let Some(lp) = cx
+            .enclosing_regions(r)
+            .find(|(_, g)| matches!(g, crate::ir::Region::Loop))
+            .map(|(e, _)| e)
+        else {
+            continue;
+        };
+        let end = cx.region_end(lp);
+        let periodic = (lp + 1..end).any(|i| cx.effs(i).any(|e| e.kind == EffectKind::Sleep));
+        // What runs after the loop in its task: up to the end of the spawned block around it.
+        let task_end = cx
+            .enclosing_regions(lp)
+            .find(|(_, g)| matches!(g, crate::ir::Region::Closure { .. }))
+            .map_or(events.len() as u32, |(c, _)| cx.region_end(c));
+        if !periodic || (end + 1..task_end).any(|i| is_call(events, i)) {
+            continue;
+        }
+        let Some(b) = query::tests_of(cx.body, r).into_iter().find_map(|t| {
+            let EventKind::Cond(test) = &events[t as usize].kind else {
+                return None;
+            };
+            let err = |p: &[Name]| p.iter().any(|n| n == "Err");
+            let branches = cx.following_branches(t);
+            match test.role {
+                crate::ir::TestRole::Match => branches
+                    .iter()
+                    .zip(test.pats.iter())
+                    .find(|(_, p)| err(p))
+                    .map(|(&b, _)| b),
+                crate::ir::TestRole::If if test.pats.first().is_some_and(|p| err(p)) => {
+                    branches.first().copied()
+                }
+                _ => None,
+            }
+        }) else {
+            continue;
+        };
+        let told = (b + 1..cx.region_end(b))
+            .any(|i| is_call(events, i) || matches!(events[i as usize].kind, EventKind::Assign(_)));
+        if told {
+            continue;
+        }
+        let mut d = cx.diag(
+            &RULE,
+            r,
+            "a failed lease renewal is only logged: the holder goes on working without its lease"
+                .to_string(),
+        );
+        d.primary_label = Some("the lease is renewed here".to_string());
+        d.labels.push(cx.label(
+            b,
+            "its failure is only logged (the holder is not told, nothing stops its work)",
+        ));
+        d.notes.push("once the lease lapses another worker takes the work over, while this holder still runs it and writes".to_string());
+        d.help = Some("tell the holder when a renewal fails (cancel its work through a cancellation token or a channel, or end the task it watches), and fence its writes with the lease's token".to_string());
+        out.push(d);
+    }
+}
+
+fn is_call(events: &[crate::ir::Event], i: u32) -> bool {
+    matches!(events[i as usize].kind, EventKind::Call(_))
+}
+
+/// Does the SQL of the call at `r` run a stored procedure that keeps a hold alive
+/// (`SELECT mq_keep_alive(ARRAY[$1], $2)`, `SELECT renew_lease($1)`, `heartbeat(..)`)?
+fn renews_by_procedure(cx: &RuleCx<'_>, r: u32) -> bool {
+    let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
+        return false;
+    };
+    if !cx.effs(r).any(|e| e.sql.is_some() && !e.in_memory) {
+        return false;
+    }
+    call.all_args()
+        .filter_map(|a| a.extra.as_ref()?.value.as_deref())
+        .any(|sql| {
+            let lower = sql.to_ascii_lowercase();
+            lower.match_indices('(').any(|(i, _)| {
+                let head = &lower[..i];
+                let name = head
+                    .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("");
+                let words: Vec<&str> = name.split('_').collect();
+                words.contains(&"heartbeat")
+                    || words.windows(2).any(|w| w == ["keep", "alive"])
+                    || words.contains(&"keepalive")
+                    || words.contains(&"renew")
+                        && words
+                            .iter()
+                            .any(|w| matches!(*w, "lease" | "lock" | "claim"))
+            })
+        })
 }
 
 /// A Kubernetes Lease patched with no `resourceVersion` precondition (a merge, strategic or
@@ -295,6 +412,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     renewal_without_holder(cx, out);
+    renewal_failure_unheard(cx, out);
     lease_patched_unconditionally(cx, out);
     let binders = query::binders(cx.body);
     let events = cx.body.events.len() as u32;
