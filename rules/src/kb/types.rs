@@ -351,16 +351,36 @@ fn names_db_transaction(name: &str) -> bool {
         && DB_NAME_WORDS.iter().any(|w| has(lower, w))
 }
 
+/// Collections: a field of one holds values, not an open transaction.
+const COLLECTION_TYPES: &[&str] = &[
+    "Vec",
+    "VecDeque",
+    "HashMap",
+    "HashSet",
+    "BTreeMap",
+    "BTreeSet",
+    "IndexMap",
+    "IndexSet",
+    "DashMap",
+    "LinkedList",
+    "BinaryHeap",
+];
+
 /// Does the crate struct `name` hold a database transaction or session in a field, directly or
 /// through `depth` levels of the crate's own structs (`TransactionSession(Arc<Mutex<Inner>>)`,
-/// `Inner { session: mongodb::ClientSession }`)? A pool is not one, and a struct of the crate
-/// in a field is judged by its own fields.
+/// `Inner { session: mongodb::ClientSession }`)? A pool or a collection is not one, and a
+/// struct of the crate in a field is judged by its own fields (past `depth`, it is not one).
 fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
     facts.structs.get(name).is_some_and(|fields| {
         fields.iter().any(|(_, ty)| {
             // A pool hands out connections of its own (`sqlx::PgPool`, `Pool<PgConnection>`):
             // the struct holds no open transaction in that field.
-            if ty.iter().any(|seg| last(seg).ends_with("Pool")) {
+            // Nor is a collection (`Mutex<Vec<DbTransaction>>`): rows kept as data, not open
+            // transactions.
+            if ty.iter().any(|seg| {
+                let l = last(seg);
+                l.ends_with("Pool") || COLLECTION_TYPES.contains(&l)
+            }) {
                 return false;
             }
             ty.iter().any(|seg| {
@@ -376,7 +396,7 @@ fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
                         && seg.split("::").next().is_some_and(|h| {
                             DB_TRANSACTION_CRATES.contains(&h) || facts.is_any_crate_module(h)
                         })
-                    || (!own || depth == 0) && names_db_transaction(seg)
+                    || !own && names_db_transaction(seg)
                     || depth > 0
                         && seg.as_str() != name
                         && facts.structs.contains_key(last(seg))
