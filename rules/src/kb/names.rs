@@ -157,6 +157,11 @@ pub fn is_token_name(name: &str) -> bool {
     {
         return true;
     }
+    // A WebAuthn ceremony's state (`Cache::Webauthn`, `WebauthnServiceReq`): one challenge,
+    // answered once; not an identifier kept for the user (`webauthn_user_id`).
+    if words(name).any(|w| w == "webauthn") && !words(name).any(|w| w == "id") {
+        return true;
+    }
     let mut prev = String::new();
     words(name).any(|w| {
         // Plurals: `tickets`, `account_recoveries`.

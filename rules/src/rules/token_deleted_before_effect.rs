@@ -51,8 +51,9 @@ declare_rule! {
     ///
     /// Tokens kept in a namespaced cache or key-value client count: `kv.get(Bucket::AuthCode,
     /// code)` then `kv.delete(Bucket::AuthCode, code)`, where the namespace names what the
-    /// entries are (an authorization or device code, a login or recovery code, a nonce), or
-    /// the key they are found by does (`kv.get(Cache::Pow, challenge)`). So do tokens kept in
+    /// entries are (an authorization or device code, a login or recovery code, a nonce, the
+    /// state of a WebAuthn ceremony: `Cache::Webauthn`), or the key they are found by does
+    /// (`kv.get(Cache::Pow, challenge)`). So do tokens kept in
     /// process memory, in a map or cache named for what it holds (`login_codes: DashMap<..>`,
     /// `magic_tokens: Mutex<HashMap<..>>`, `otp_codes: moka::future::Cache<..>`): a `get` is
     /// the check, and a `remove` / `invalidate` / `take` the consumption.
