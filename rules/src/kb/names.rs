@@ -956,6 +956,9 @@ mod tests {
         assert!(!is_token_name("country_code"));
         assert!(!is_token_name("code"));
         assert!(!is_token_name("source_code"));
+        assert!(is_token_name("Cache::Webauthn"));
+        assert!(is_token_name("WebauthnServiceReq"));
+        assert!(!is_token_name("webauthn_user_id"));
     }
 
     #[test]
