@@ -494,6 +494,10 @@ impl ArgExtra {
 /// gives `=state`): classification turns it into the body's parameter of that name.
 pub const LOCAL_VALUE: &str = "=";
 
+/// Marks an [`Arg::eq_values`] entry that moves the column by its own value
+/// (`access_count.eq(access_count + 1)`), as SQL's `SET n = n + 1`.
+pub const RELATIVE_VALUE: &str = "+=";
+
 impl Arg {
     extra_facts! {
         lists: strs: Name, eq_cols: Name, eq_values: Option<Name>, items: Option<Name>, calls: Name;

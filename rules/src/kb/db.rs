@@ -14,7 +14,7 @@ use crate::apis::{
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
-use crate::ir::{DIESEL_TABLE_FIELD, LOCAL_VALUE};
+use crate::ir::{DIESEL_TABLE_FIELD, LOCAL_VALUE, RELATIVE_VALUE};
 use crate::name::Name;
 use crate::sql::{Advisory, SqlInfo, SqlKind, is_plain_key};
 
@@ -227,6 +227,7 @@ pub(super) fn classify(
                 column: col.clone(),
                 value: match value.as_deref().map(|v| v.strip_prefix(LOCAL_VALUE)) {
                     None => AssignedValue::Unknown,
+                    _ if value.as_deref() == Some(RELATIVE_VALUE) => AssignedValue::Relative,
                     Some(Some(local)) => cx.param_value(local),
                     Some(None) => AssignedValue::Const(value.clone().unwrap_or_default()),
                 },

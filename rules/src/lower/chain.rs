@@ -441,6 +441,24 @@ pub(super) fn snake_case(col: &str) -> Name {
     Name::from(s)
 }
 
+/// Is `v` the column `col` moved by its own value (`access_count + 1`, `balance - amount`)?
+fn moves_itself(v: &Expr, col: &Name) -> bool {
+    match v {
+        Expr::Paren(p) => moves_itself(&p.expr, col),
+        Expr::Binary(b)
+            if matches!(
+                b.op,
+                syn::BinOp::Add(_) | syn::BinOp::Sub(_) | syn::BinOp::Mul(_)
+            ) =>
+        {
+            place_parts(&b.left)
+                .and_then(|p| p.last().cloned())
+                .is_some_and(|c| snake_case(&c) == snake_case(col))
+        }
+        _ => false,
+    }
+}
+
 /// Columns compared with `.eq(..)` & co. and function paths called, inside one argument.
 pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
     if depth > 24 {
@@ -456,9 +474,14 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
                 a.eq_cols.push(snake_case(&col));
                 let assigned = (name == "eq").then(|| m.args.first_item()).flatten();
                 a.eq_values.push(assigned.and_then(|v| {
-                    value_text(v, true).or_else(|| {
-                        plain_local(v).map(|l| Name::from(format!("{}{l}", crate::ir::LOCAL_VALUE)))
-                    })
+                    value_text(v, true)
+                        .or_else(|| {
+                            plain_local(v)
+                                .map(|l| Name::from(format!("{}{l}", crate::ir::LOCAL_VALUE)))
+                        })
+                        .or_else(|| {
+                            moves_itself(v, &col).then(|| Name::new(crate::ir::RELATIVE_VALUE))
+                        })
                 }));
             }
             // A condition builder's `.eq(users::Column::ResetToken, token)`: the column first.

@@ -45,7 +45,9 @@ declare_rule! {
     /// payments SET status = 'refunded' WHERE id = $1`: a dispute written in between is
     /// overwritten) — also when the model read is saved back whole through the
     /// crate's own upsert (`share.save(db)` running `INSERT .. ON CONFLICT (id) DO UPDATE`) after
-    /// the tested field was changed. A sea-orm active model made from the row writes only the
+    /// the tested field was changed, or when the tested field is a counter another statement of
+    /// the crate moves by increments (`SET downloads = downloads + 1`, diesel's
+    /// `downloads.eq(downloads + 1)`): the save writes the old count over them. A sea-orm active model made from the row writes only the
     /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
     /// provider's answer) is not one computed from the read. And the
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an

@@ -126,21 +126,30 @@ pub(super) fn unprotected(
         // A whole model saved back: the test must be of a field the function then changed
         // (`if share.views >= share.max_views {..} share.views += 1; share.save(..)`), the
         // read-modify-write itself, not a check of something else before an unrelated edit.
-        if write.insert && !changes_tested_field(cx, c, w) {
+        // Or of a counter the crate moves by increments elsewhere (`SET access_count =
+        // access_count + 1`): the whole row saved back writes the count read before the test
+        // over an increment made since, and the limit it tested is crossed.
+        if write.insert
+            && !changes_tested_field(cx, c, w)
+            && !counted_elsewhere(cx, wtable, &tested_fields(cx, c))
+        {
             continue;
         }
         // Re-read between the test and the write: the later read is the one that counts. Or the
         // row claimed in between (`UPDATE .. SET state = 'processing' WHERE key = $1 AND state =
         // 'requested'`, its rows affected tested): the claim re-checked what the read saw.
+        // (Not one in another arm than the write's: `if text { claim } else { save }`.)
+        let elsewhere = cx.alternatives_of(w);
         if (r + 1..w).any(|x| {
-            cx.effs(x).any(|e| {
-                e.table.as_deref() == wtable
-                    && (e.kind == EffectKind::Read
-                        || e.kind == EffectKind::Claim
-                        || e.kind == EffectKind::Write
-                            && e.conditional
-                            && !query::tests_of(cx.body, x).is_empty())
-            })
+            !elsewhere.iter().any(|&(a, b)| (a..=b).contains(&x))
+                && cx.effs(x).any(|e| {
+                    e.table.as_deref() == wtable
+                        && (e.kind == EffectKind::Read
+                            || e.kind == EffectKind::Claim
+                            || e.kind == EffectKind::Write
+                                && e.conditional
+                                && !query::tests_of(cx.body, x).is_empty())
+                })
         }) {
             return None;
         }
@@ -254,6 +263,21 @@ fn changes_tested_field(cx: &RuleCx<'_>, c: u32, w: u32) -> bool {
     cx.body.events[c as usize + 1..w as usize]
         .iter()
         .any(|e| matches!(&e.kind, EventKind::Assign(a) if fields.contains(&a.target.as_str())))
+}
+
+/// Does some statement of the crate move one of `fields` of `table` by an increment of its own
+/// value (`SET access_count = access_count + 1`): a counter that concurrent requests change?
+fn counted_elsewhere(cx: &RuleCx<'_>, table: Option<&str>, fields: &[&str]) -> bool {
+    table.is_some()
+        && cx.krate.direct_effects().any(|e| {
+            e.kind == EffectKind::Write
+                && !e.insert
+                && e.table.as_deref() == table
+                && e.sets.iter().any(|a| {
+                    matches!(a.value, AssignedValue::Relative)
+                        && fields.contains(&a.column.as_str())
+                })
+        })
 }
 
 /// A read of many rows (`.all(db)`, `fetch_all`, `load`): a batch rewrite (a migration, a
