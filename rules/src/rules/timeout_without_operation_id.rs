@@ -4,7 +4,7 @@
 use super::RuleCx;
 use crate::apis::QUEUE_POLL_STEPS;
 use crate::diagnostic::Diagnostic;
-use crate::effects::{Effect, EffectKind, Effects};
+use crate::effects::{AssignedValue, Effect, EffectKind, Effects};
 use crate::facts::BodyId;
 use crate::fxhash::FxHashSet;
 use crate::ir::{EventKind, Region};
@@ -37,7 +37,8 @@ declare_rule! {
     /// branch of what a remote call made since the selection answered about those rows
     /// (`match mint.are_spent(&proofs).await { Ok(true) => mark_spent(&ids) }`): the state was
     /// asked again of the side that holds it, and the write records the answer — unless it
-    /// saves back a copy of a row as read.
+    /// saves back a copy of a row as read. Nor when the write only stamps times (`SET
+    /// reminded_at = now()`): it records when the sweep passed.
     ///
     /// ### Why is this bad?
     ///
@@ -638,22 +639,31 @@ fn snapshot_write(
     }
     let derived = query::derived(cx.body, r);
     (r + 1..end).find(|&w| {
-        cx.eff(w, EffectKind::Write)
-            .is_some_and(|e| !e.conditional && !e.insert && !e.in_memory && e.table == read.table)
-            && match &cx.body.events[w as usize].kind {
-                EventKind::Call(c) => {
-                    c.all_args()
-                        .chain(c.steps.iter().flat_map(|s| s.args.iter()))
-                        .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p))))
-                        || c.recv
-                            .first()
-                            .is_some_and(|root| derived.contains(root.as_str()))
-                }
-                _ => false,
+        cx.eff(w, EffectKind::Write).is_some_and(|e| {
+            !e.conditional && !e.insert && !e.in_memory && e.table == read.table && !stamps_only(e)
+        }) && match &cx.body.events[w as usize].kind {
+            EventKind::Call(c) => {
+                c.all_args()
+                    .chain(c.steps.iter().flat_map(|s| s.args.iter()))
+                    .any(|a| a.paths.iter().any(|p| derived.contains(query::first(p))))
+                    || c.recv
+                        .first()
+                        .is_some_and(|root| derived.contains(root.as_str()))
             }
-            && gap(r, w)
+            _ => false,
+        } && gap(r, w)
             && !recorded_answer(cx, r, w, &derived)
     })
+}
+
+/// Does the write only stamp times (`SET last_notified_at = now(), updated_at = now()`)? It
+/// records when the sweep passed, and takes back nothing a newer operation decided.
+fn stamps_only(e: &Effect) -> bool {
+    !e.delete
+        && !e.sets.is_empty()
+        && e.sets
+            .iter()
+            .all(|a| a.value == AssignedValue::Now || is_time_column(&a.column))
 }
 
 /// Does the write at `w` sit in a branch of an answer that a remote call made since the read
