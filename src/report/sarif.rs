@@ -25,7 +25,7 @@ pub const PRECISION: &[(&str, &str)] = &[
     ("check-before-lock", "low"),              // 129 / 357
     ("rpc-in-transaction", "medium"),          // 101 / 171
     ("token-deleted-before-effect", "medium"), // 67 / 111
-    ("timeout-without-operation-id", "low"),   // 8 / 33
+    ("timeout-without-operation-id", "low"),   // 8 / 31
     ("blind-callback-write", "low"),           // 19 / 50
     ("unguarded-state-transition", "medium"),  // 155 / 336
     ("timeout-as-failure", "medium"),          // 23 / 32
