@@ -351,20 +351,13 @@ fn names_db_transaction(name: &str) -> bool {
         && DB_NAME_WORDS.iter().any(|w| has(lower, w))
 }
 
-/// Collections: a field of one holds values, not an open transaction.
-const COLLECTION_TYPES: &[&str] = &[
-    "Vec",
-    "VecDeque",
-    "HashMap",
-    "HashSet",
-    "BTreeMap",
-    "BTreeSet",
-    "IndexMap",
-    "IndexSet",
-    "DashMap",
-    "LinkedList",
-    "BinaryHeap",
-];
+/// A collection type, by the words the classification of types knows them by (`Vec`,
+/// `VecDeque`, `HashMap`, `DashMap`, ..; `lower` is lowercase).
+fn names_collection(lower: &str) -> bool {
+    MAP_TYPES.iter().any(|w| has(lower, w))
+        || CONCURRENT_MAP_TYPES.iter().any(|w| has(lower, w))
+        || LIST_TYPE_ENDINGS.iter().any(|w| lower.ends_with(w))
+}
 
 /// Does the crate struct `name` hold a database transaction or session in a field, directly or
 /// through `depth` levels of the crate's own structs (`TransactionSession(Arc<Mutex<Inner>>)`,
@@ -379,7 +372,7 @@ fn wraps_db_transaction(name: &str, facts: &Facts, depth: u32) -> bool {
             // transactions.
             if ty.iter().any(|seg| {
                 let l = last(seg);
-                l.ends_with("Pool") || COLLECTION_TYPES.contains(&l)
+                l.ends_with("Pool") || names_collection(&l.to_ascii_lowercase())
             }) {
                 return false;
             }

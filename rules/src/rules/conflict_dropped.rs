@@ -6,7 +6,7 @@ use crate::apis::{ACK_STEPS, RETRY_STEPS};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{AssignedValue, Effect, EffectKind};
 use crate::handlers::Evidence;
-use crate::ir::{EventKind, Region, TestRole};
+use crate::ir::{EventKind, Region};
 use crate::kb::names::{is_done_value, is_state_column, is_work};
 use crate::query;
 
@@ -256,7 +256,9 @@ fn handling_swallowed(cx: &RuleCx<'_>, handled: Option<(u32, &Effect)>, out: &mu
     let Some((r, work)) = handled else {
         return;
     };
-    let swallowed = error_branch(cx, r).filter(|&b| drops(cx, b) && !answers_error(cx, b));
+    let swallowed = cx
+        .error_branch(r)
+        .filter(|&b| drops(cx, b) && !answers_error(cx, b));
     let message = match swallowed {
         Some(_) => {
             "a failed handling of the message is only logged, and the handler answers as if done"
@@ -398,42 +400,6 @@ fn answers_error(cx: &RuleCx<'_>, b: u32) -> bool {
                     .any(|p| error.iter().any(|n| query::first(p) == n.as_str()))
         }
         _ => false,
-    })
-}
-
-/// The branch that takes the `Err` of the call at `r`: a `match` arm `Err(..)`, the block of
-/// `if let Err(..)`, the `else` of `let Ok(..) = .. else`. (A lock attempt's `Ok(false)` is a
-/// failure too; a handling's `Ok(false)` is an answer.)
-fn error_branch(cx: &RuleCx<'_>, r: u32) -> Option<u32> {
-    let has = |p: &[crate::name::Name], v: &str| p.iter().any(|n| n == v);
-    let bound = &query::binders(cx.body)[r as usize];
-    query::tests_of(cx.body, r).into_iter().find_map(|t| {
-        let EventKind::Cond(test) = &cx.body.events[t as usize].kind else {
-            return None;
-        };
-        // The call's own result, not a value made from it later.
-        let own = test.calls.contains(&r)
-            || test.calls.is_empty()
-                && !test.deps.is_empty()
-                && test.deps.iter().all(|d| bound.contains(d));
-        if !own {
-            return None;
-        }
-        let branches = cx.following_branches(t);
-        match test.role {
-            TestRole::Match => branches
-                .iter()
-                .zip(test.pats.iter())
-                .find(|(_, p)| has(p, "Err"))
-                .map(|(&b, _)| b),
-            TestRole::If if test.pats.first().is_some_and(|p| has(p, "Err")) => {
-                branches.first().copied()
-            }
-            TestRole::LetElse if test.pats.first().is_some_and(|p| has(p, "Ok")) => {
-                branches.first().copied()
-            }
-            _ => None,
-        }
     })
 }
 

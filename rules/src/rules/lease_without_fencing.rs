@@ -253,24 +253,7 @@ fn renewal_failure_unheard(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         if !periodic || (end + 1..task_end).any(|i| is_call(events, i)) {
             continue;
         }
-        let Some(b) = query::tests_of(cx.body, r).into_iter().find_map(|t| {
-            let EventKind::Cond(test) = &events[t as usize].kind else {
-                return None;
-            };
-            let err = |p: &[Name]| p.iter().any(|n| n == "Err");
-            let branches = cx.following_branches(t);
-            match test.role {
-                crate::ir::TestRole::Match => branches
-                    .iter()
-                    .zip(test.pats.iter())
-                    .find(|(_, p)| err(p))
-                    .map(|(&b, _)| b),
-                crate::ir::TestRole::If if test.pats.first().is_some_and(|p| err(p)) => {
-                    branches.first().copied()
-                }
-                _ => None,
-            }
-        }) else {
+        let Some(b) = cx.error_branch(r) else {
             continue;
         };
         let told = (b + 1..cx.region_end(b))

@@ -826,6 +826,42 @@ impl<'a> RuleCx<'a> {
             .unwrap_or(self.body.events.len()) as u32
     }
 
+    /// The branch that takes the `Err` of the call at `r`, tested on the call's own result (not
+    /// a value made from it later): a `match` arm `Err(..)`, the block of `if let Err(..)`, the
+    /// `else` of `let Ok(..) = .. else`.
+    pub fn error_branch(&self, r: u32) -> Option<u32> {
+        use crate::ir::TestRole;
+        let has = |p: &[Name], v: &str| p.iter().any(|n| n == v);
+        let bound = &query::binders(self.body)[r as usize];
+        query::tests_of(self.body, r).into_iter().find_map(|t| {
+            let EventKind::Cond(test) = &self.body.events[t as usize].kind else {
+                return None;
+            };
+            let own = test.calls.contains(&r)
+                || test.calls.is_empty()
+                    && !test.deps.is_empty()
+                    && test.deps.iter().all(|d| bound.contains(d));
+            if !own {
+                return None;
+            }
+            let branches = self.following_branches(t);
+            match test.role {
+                TestRole::Match => branches
+                    .iter()
+                    .zip(test.pats.iter())
+                    .find(|(_, p)| has(p, "Err"))
+                    .map(|(&b, _)| b),
+                TestRole::If if test.pats.first().is_some_and(|p| has(p, "Err")) => {
+                    branches.first().copied()
+                }
+                TestRole::LetElse if test.pats.first().is_some_and(|p| has(p, "Ok")) => {
+                    branches.first().copied()
+                }
+                _ => None,
+            }
+        })
+    }
+
     /// The `Enter` events of the branches right after test `t`: an `if`'s then and else
     /// blocks, a `match`'s arms, a `let .. else`'s else block.
     pub fn following_branches(&self, t: u32) -> Vec<u32> {
