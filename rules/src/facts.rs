@@ -413,6 +413,38 @@ impl<'a> Facts<'a> {
             .unwrap_or_default()
     }
 
+    /// The SQL databases one body's own types name: its parameters and result, and the fields
+    /// of its impl's struct (`pool: SqlitePool`). A package with a store per database (a
+    /// PostgreSQL and an SQLite implementation of one trait) names both; each store's bodies
+    /// name one.
+    pub fn body_dialects(&self, id: BodyId) -> Dialects {
+        let b = self.body(id);
+        let mut d = Dialects::default();
+        let mut note_ty = |ty: &[Name]| {
+            for t in ty {
+                d.note(t);
+                let last = t.rsplit(':').next().unwrap_or(t);
+                if let Some(target) = self.aliases.get(last) {
+                    for x in target.iter() {
+                        d.note(x);
+                    }
+                }
+            }
+        };
+        for (n, ty) in b.params.iter() {
+            if n != "self" {
+                note_ty(ty);
+            }
+        }
+        note_ty(&b.ret);
+        if let Some(fields) = b.self_ty.as_deref().and_then(|t| self.structs.get(t)) {
+            for (_, ty) in fields.iter() {
+                note_ty(ty);
+            }
+        }
+        d
+    }
+
     /// Bodies by their impl's self type. Only one rule asks, and rarely: built on first use
     /// instead of on every check.
     pub fn by_type(&self) -> &FxHashMap<Name, Vec<BodyId>> {

@@ -139,6 +139,10 @@ pub struct Body {
     /// A route attribute puts it at any path (`#[post("/orders/<id>/pay")]`): the framework
     /// calls it, with a connection of its own, not a caller's transaction.
     pub routed: bool,
+    /// How many arguments a call passes besides the receiver (the signature's inputs other
+    /// than `self`, whatever their patterns bind), saturating: a call with another count runs
+    /// some other fn of that name.
+    pub arity: u8,
     pub params: Box<[(Name, TypeRef)]>,
     pub ret: Box<[Name]>,
     /// Boxed once lowering is done: no spare capacity is kept for the run.
@@ -373,6 +377,9 @@ pub enum Region {
         /// It ends in a failure: `Err(..)` as its value or returned, `bail!`, `panic!`, or an
         /// HTTP error status (`StatusCode::CONFLICT`, `HttpResponse::InternalServerError()`).
         fails: bool,
+        /// It leaves answering nothing: `return Ok(None)`, `return None`, `Ok(false)` as its
+        /// value (a token found expired and cleaned up: the caller gets nothing to act on).
+        nothing: bool,
     },
     Loop,
     /// A closure or async block; `call` is the index of the call event it is an argument of.
@@ -404,6 +411,9 @@ pub struct StepSpan {
 pub struct Step {
     pub name: Name,
     pub args: Small<Arg>,
+    /// How many arguments the call passes (saturating), kept when a body's arguments are
+    /// dropped to save memory: the arity that tells same-named fns apart.
+    pub argc: u8,
     /// `.await` directly after this step.
     pub awaited: bool,
     /// `?` after this step (and its await).

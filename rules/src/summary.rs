@@ -132,6 +132,33 @@ fn exported(kind: EffectKind, body: &Body, facts: &Facts) -> bool {
     }
 }
 
+/// Per event: is it inside a branch that leaves with a failure or with nothing (see
+/// [`crate::ir::Region::Branch`])?
+fn rejecting_events(body: &Body) -> Vec<bool> {
+    use crate::ir::Region;
+    let mut stack: Vec<bool> = Vec::new();
+    body.events
+        .iter()
+        .map(|ev| {
+            let inside = stack.last().copied().unwrap_or(false);
+            match &ev.kind {
+                EventKind::Enter(r) => {
+                    let rejects = matches!(
+                        r,
+                        Region::Branch { fails: true, .. } | Region::Branch { nothing: true, .. }
+                    );
+                    stack.push(inside || rejects);
+                }
+                EventKind::Leave => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+            inside
+        })
+        .collect()
+}
+
 /// Returns a crate struct that owns a transaction (a unit of work: `UnitOfWork { tx }`).
 fn returns_tx_holder(body: &Body, facts: &Facts) -> bool {
     body.ret.iter().any(|t| {
@@ -169,11 +196,23 @@ pub(crate) fn summarize(
         let body = bodies[id];
         let own = &effects[id];
         let mut s = Summary::default();
+        let rejecting = own
+            .direct
+            .iter()
+            .flatten()
+            .any(|e| e.token && e.delete)
+            .then(|| rejecting_events(body));
         for (i, effs) in own.direct.iter().enumerate() {
             if own.detached(i) {
                 continue;
             }
             for e in effs {
+                // A token deleted on a path that answers the caller with an error or nothing
+                // (an expired code cleaned up, then `Ok(None)`) is not consumed for the caller:
+                // it gets nothing to act on.
+                if e.token && e.delete && rejecting.as_ref().is_some_and(|r| r[i]) {
+                    continue;
+                }
                 if exported(e.kind, body, facts) || commits_handed_tx(e, body) {
                     s.add(e, i as u32, None);
                 }

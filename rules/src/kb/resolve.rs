@@ -1,7 +1,8 @@
 //! Call resolution: the crate bodies a call may run, from its function path (through `use`
 //! aliases, `Self`, modules) or its receiver's class (inherent and trait methods, trait objects
-//! and generic bounds). A name that resolves to several crate fns of unknown receiver is not
-//! guessed.
+//! and generic bounds). A fn of another arity than the call's is not it; several
+//! implementations of one generic trait for one type are told apart by the argument's type;
+//! a name that resolves to several crate fns of unknown receiver is not guessed.
 
 use super::{Class, Classifier};
 use crate::apis::{COMMON_METHODS, RESULT_ADAPTER_STEPS};
@@ -18,15 +19,92 @@ impl Classifier<'_> {
                 return Vec::new();
             }
             let mut out = self.resolve_func(&call.func);
+            let args = call.steps[0].argc;
+            out.retain(|&b| self.passes(b, args, true));
+            self.by_argument_types(&call.steps[0], true, &mut out);
             self.later_steps(call, &mut out);
             return out;
         }
         let mut out = self.resolve_first_step(call, recv);
+        if let Some(first) = call.steps.first() {
+            out.retain(|&b| self.passes(b, first.argc, false));
+            self.by_argument_types(first, false, &mut out);
+        }
         if out.is_empty() {
             out = self.active_model_method(call);
         }
         self.later_steps(call, &mut out);
         out
+    }
+
+    /// Several implementations of one generic trait for one type (`impl Processor<GetOrder>
+    /// for Db` and `impl Processor<CancelOrder> for Db`, each with its `process`): exactly one
+    /// runs, the one whose parameter takes the argument's type. The argument's type is known
+    /// when it is a struct literal (`db.process(GetOrder { id })`) or a local made from one;
+    /// when it is not, or several still take it, the call is not guessed: it runs none of them
+    /// (merging them would give a read the deletes of its siblings).
+    fn by_argument_types(&self, step: &crate::ir::Step, by_path: bool, out: &mut Vec<BodyId>) {
+        if out.len() < 2 {
+            return;
+        }
+        let first = self.facts.body(out[0]);
+        let one_type_many_impls = first.self_ty.is_some()
+            && out.iter().all(|&b| {
+                let body = self.facts.body(b);
+                body.trait_name.is_some() && body.self_ty == first.self_ty
+            });
+        if !one_type_many_impls {
+            return;
+        }
+        let arg_types: Vec<Option<Name>> = step
+            .args
+            .iter()
+            .map(|a| match a.lit() {
+                Some(l) => Some(l.ty.clone()),
+                None => match a.paths.as_slice() {
+                    [p] => match self.env.get(p.as_str()) {
+                        Some(Class::User(t)) => Some(t.clone()),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+            })
+            .map(|t| t.map(|t| Name::new(t.rsplit(':').next().unwrap_or(&t))))
+            .collect();
+        let takes = |b: BodyId| {
+            let body = self.facts.body(b);
+            let params: Vec<&crate::ir::TypeRef> = body
+                .params
+                .iter()
+                .filter(|(n, _)| n != "self")
+                .map(|(_, t)| t)
+                .collect();
+            // The receiver of a path call is its first argument.
+            let skip = usize::from(by_path && self.takes_self(b));
+            params.len() == body.arity as usize
+                && arg_types.iter().skip(skip).zip(&params).all(|(arg, ty)| {
+                    arg.as_ref().is_none_or(|a| {
+                        ty.iter()
+                            .any(|t| t.rsplit(':').next().unwrap_or(t) == a.as_str())
+                    })
+                })
+        };
+        if arg_types.iter().any(Option::is_some) {
+            out.retain(|&b| takes(b));
+        }
+        if out.len() > 1 {
+            out.clear();
+        }
+    }
+
+    /// Can a call passing `args` arguments run crate fn `b`? Rust has no default or variadic
+    /// arguments, so a fn of another arity is some other fn of that name (sqlx's
+    /// `query.bind(v)` is not the crate's `bind(&self, state, req)` handler). A path call
+    /// (`by_path`) passes the receiver of a method as its first argument (`Type::m(&x, a)`).
+    fn passes(&self, b: BodyId, args: u8, by_path: bool) -> bool {
+        let body = self.facts.body(b);
+        let receiver = usize::from(by_path && self.takes_self(b));
+        body.arity == u8::MAX || args == u8::MAX || body.arity as usize + receiver == args as usize
     }
 
     /// `row.into_active_model().reset_password(db, pw)`: sea-orm turns the row into the
@@ -36,7 +114,10 @@ impl Classifier<'_> {
         match call.steps.as_slice() {
             [first, second, ..] if first.name == "into_active_model" && first.args.is_empty() => {
                 let m = self.facts.methods("ActiveModel", &second.name);
-                if m.len() == 1 { m.to_vec() } else { Vec::new() }
+                match m {
+                    [one] if self.passes(*one, second.argc, false) => vec![*one],
+                    _ => Vec::new(),
+                }
             }
             _ => Vec::new(),
         }
@@ -84,6 +165,13 @@ impl Classifier<'_> {
                     _ => break,
                 },
             };
+            let found: Vec<BodyId> = found
+                .into_iter()
+                .filter(|&b| self.passes(b, step.argc, false))
+                .collect();
+            if found.is_empty() {
+                break;
+            }
             for &b in &found {
                 if !out.contains(&b) {
                     out.push(b);

@@ -228,6 +228,7 @@ impl BodyLowerer<'_, '_> {
                             EventKind::Enter(Region::Branch {
                                 diverges: true,
                                 fails,
+                                nothing: conds::answers_nothing(diverge),
                             }),
                         );
                         self.expr(diverge);

@@ -95,6 +95,7 @@ impl BodyLowerer<'_, '_> {
                     let args = self.args(c.args.each(), &mut deferred, false);
                     root_step = Some(Step {
                         name,
+                        argc: argc(args.len()),
                         args,
                         awaited,
                         tried,
@@ -125,6 +126,7 @@ impl BodyLowerer<'_, '_> {
                     }
                     root_step = Some(Step {
                         name: name.with_suffix("!"),
+                        argc: argc(args.len()),
                         args,
                         awaited,
                         tried,
@@ -193,11 +195,13 @@ impl BodyLowerer<'_, '_> {
                     .rev()
                     .map(|(name, args, awaited, tried, _)| {
                         let ints = apis::REDIS_INT_ARG_STEPS.contains(&name.as_str());
+                        let args = match args {
+                            Some(args) => self.args(args.each(), &mut deferred, ints),
+                            None => Small::Empty,
+                        };
                         Step {
-                            args: match args {
-                                Some(args) => self.args(args.each(), &mut deferred, ints),
-                                None => Small::Empty,
-                            },
+                            argc: argc(args.len()),
+                            args,
                             name,
                             awaited,
                             tried,
@@ -569,4 +573,9 @@ fn plain_local(e: &Expr) -> Option<String> {
         Expr::Paren(p) => plain_local(&p.expr),
         _ => None,
     }
+}
+
+/// A step's argument count as kept in [`Step::argc`].
+fn argc(n: usize) -> u8 {
+    n.min(u8::MAX as usize) as u8
 }

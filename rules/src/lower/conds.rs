@@ -256,6 +256,41 @@ pub(super) fn block_fails(b: &syn::Block) -> bool {
     })
 }
 
+/// Whether a branch body leaves answering nothing (see [`crate::ir::Region::Branch`]): a
+/// `return` of, or its value being, `None`, `false`, `Ok(None)` or `Ok(false)`.
+pub(super) fn answers_nothing(e: &Expr) -> bool {
+    match e {
+        Expr::Block(b) => block_answers_nothing(&b.block),
+        Expr::Return(r) => r.expr.as_deref().is_some_and(nothing),
+        e => nothing(e),
+    }
+}
+
+pub(super) fn block_answers_nothing(b: &syn::Block) -> bool {
+    let n = b.stmts.len();
+    b.stmts.iter().enumerate().any(|(i, s)| match s {
+        syn::Stmt::Expr(e @ Expr::Return(_), _) => answers_nothing(e),
+        syn::Stmt::Expr(e, None) => i + 1 == n && answers_nothing(e),
+        _ => false,
+    })
+}
+
+/// `None`, `false`, `Ok(None)`, `Ok(false)`.
+fn nothing(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.path.is_ident("None"),
+        Expr::Call(c) => {
+            matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok"))
+                && c.args.len() == 1
+                && c.args
+                    .first()
+                    .is_some_and(|a| matches!(a, Expr::Path(_)) && nothing(a) || is_false(a))
+        }
+        Expr::Paren(p) => nothing(&p.expr),
+        e => is_false(e),
+    }
+}
+
 /// A value that says something failed: `Err(..)`, a failing macro, an HTTP error status
 /// (also inside `Ok(..)` or a tuple).
 fn failure(e: &Expr) -> bool {
@@ -392,6 +427,30 @@ mod tests {
             "ApiResponse::ok(\"added\")",
         ] {
             assert!(!fails_src(src), "{src}");
+        }
+    }
+
+    #[test]
+    fn a_branch_answers_nothing_with_none_or_false() {
+        let nothing_src =
+            |src: &str| answers_nothing(&syn::parse_str::<Expr>(src).expect("an expression"));
+        for src in [
+            "{ cleanup().await?; return Ok(None); }",
+            "return None",
+            "{ false }",
+            "Ok(false)",
+            "{ tx.commit().await?; Ok(None) }",
+        ] {
+            assert!(nothing_src(src), "{src}");
+        }
+        for src in [
+            "{ return Ok(Some(code)); }",
+            "Ok(VerifyResult::Ok)",
+            "{ Ok(None); next() }",
+            "Ok(())",
+            "true",
+        ] {
+            assert!(!nothing_src(src), "{src}");
         }
     }
 }

@@ -50,6 +50,7 @@ impl BodyLowerer<'_, '_> {
                     EventKind::Enter(Region::Branch {
                         diverges: div,
                         fails,
+                        nothing: conds::block_answers_nothing(&i.then_branch),
                     }),
                 );
                 self.bind_tested(sp, cond, let_pats);
@@ -63,6 +64,7 @@ impl BodyLowerer<'_, '_> {
                         EventKind::Enter(Region::Branch {
                             diverges: div,
                             fails,
+                            nothing: conds::answers_nothing(els),
                         }),
                     );
                     self.expr(els);
@@ -107,6 +109,7 @@ impl BodyLowerer<'_, '_> {
                         EventKind::Enter(Region::Branch {
                             diverges: expr_diverges(&arm.body),
                             fails: conds::fails(&arm.body),
+                            nothing: conds::answers_nothing(&arm.body),
                         }),
                     );
                     let mut names = Vec::new();
@@ -358,6 +361,7 @@ impl BodyLowerer<'_, '_> {
                     EventKind::Enter(Region::Branch {
                         diverges: body.as_ref().is_some_and(expr_diverges),
                         fails: body.as_ref().is_some_and(conds::fails),
+                        nothing: body.as_ref().is_some_and(conds::answers_nothing),
                     }),
                 );
                 if let Some(p) = &pat {
@@ -491,6 +495,7 @@ impl BodyLowerer<'_, '_> {
                 EventKind::Enter(Region::Branch {
                     diverges: false,
                     fails: false,
+                    nothing: false,
                 }),
             );
             for st in &stmts {

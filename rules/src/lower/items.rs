@@ -297,6 +297,12 @@ impl ItemLowerer<'_, '_> {
 
         let mut params = Vec::new();
         let mut mut_self = false;
+        let arity = sig
+            .inputs
+            .each()
+            .filter(|i| matches!(i, FnArg::Typed(_)))
+            .count()
+            .min(u8::MAX as usize) as u8;
         for input in sig.inputs.each() {
             match input {
                 FnArg::Receiver(r) => {
@@ -355,6 +361,7 @@ impl ItemLowerer<'_, '_> {
             idempotent_key: idempotent_key.map(Box::new),
             message_route: route_path(attrs).is_some_and(|p| names::is_message_route(&p)),
             routed: route_path(attrs).is_some(),
+            arity,
             params: params
                 .into_iter()
                 .map(|(n, mut t): (Name, crate::ir::TypeRef)| {

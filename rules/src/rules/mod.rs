@@ -740,12 +740,15 @@ impl<'a> RuleCx<'a> {
     }
 
     /// Is a transaction open over events `from..to` serializable: set so (`SERIALIZABLE`
-    /// anywhere in the range), or an SQLite one (the package names no other SQL database)?
-    /// SQLite runs every transaction serializably: of two that read and then write, the second
-    /// to write gets `SQLITE_BUSY` instead of acting on what it read.
+    /// anywhere in the range), or an SQLite one (the package names no other SQL database, or
+    /// the body's own types and its struct's fields name only SQLite: the SQLite store of a
+    /// package that has a PostgreSQL one too)? SQLite runs every transaction serializably: of
+    /// two that read and then write, the second to write gets `SQLITE_BUSY` instead of acting
+    /// on what it read.
     pub fn serializable(&self, from: u32, to: u32) -> bool {
         query::serializable(self.body, from, to)
             || self.krate.facts.dialects(self.id.file).sqlite_only()
+            || self.krate.facts.body_dialects(self.id).sqlite_only()
     }
 
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end

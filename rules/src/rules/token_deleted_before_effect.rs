@@ -101,7 +101,14 @@ declare_rule! {
     /// kept in a cache under a key built by a function (`cache.get(key_for(code))`). A token
     /// the caller found is judged only when its key is a field of a value handed in: with a
     /// bare id parameter nothing says the caller looked it up, and with a transaction or a
-    /// connection handed in the caller may hold the row locked. An OAuth authorization or
+    /// connection handed in the caller may hold the row locked. A store method that finds a
+    /// token and deletes it in a second step is judged by what its callers do with the answer,
+    /// looking through up to two callers that only hand the answer on (a storage facade); a
+    /// store behind a trait object implemented in another crate is not seen. A token deleted on
+    /// a path that answers an error or nothing (`Ok(None)` after cleaning up an expired code)
+    /// consumes nothing for the caller. An SQLite store (its struct's fields, its parameters
+    /// name only SQLite) runs its transactions serializably, even in a package that has a
+    /// PostgreSQL store too. An OAuth authorization or
     /// device code consumed before the tokens are issued is not reported as consumed too early:
     /// the protocol makes it single-use, and a failed exchange starts over with a new code. The
     /// state and PKCE verifier an OAuth client keeps for one login (`oauth_states`) are not
@@ -464,7 +471,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             && !result_checked(cx, d)
             && !(d + 1..end).any(|e| effect_at(cx, e, del, None).is_some())
             && !in_failing_branch(cx, d)
-            && let Some((caller, site, e)) = caller_acts(cx, del)
+            && let Some(acting) = caller_acts(cx, del)
         {
             let mut diag = cx.diag(
                 &RULE,
@@ -474,13 +481,24 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             );
             diag.primary_label = Some(format!("{}; its result is not tested", del.what));
             diag.labels.push(cx.label(c, "token checked here"));
-            let at = cx.krate.body(caller);
+            let at = cx.krate.body(acting.caller);
+            let through = acting
+                .through
+                .iter()
+                .map(|&b| format!("`{}`", cx.krate.body(b).name()))
+                .collect::<Vec<_>>()
+                .join(", ");
             diag.notes.push(format!(
-                "`{}` calls this at {} and then acts ({} at line {})",
+                "`{}` calls this{} at {} and then acts ({} at line {})",
                 at.name(),
-                cx.krate.site(caller, site),
-                e.1,
-                at.events[e.0 as usize].sp.line,
+                if through.is_empty() {
+                    String::new()
+                } else {
+                    format!(" through {through}")
+                },
+                cx.krate.site(acting.caller, acting.site),
+                acting.effect.1,
+                at.events[acting.effect.0 as usize].sp.line,
             ));
             diag.notes.push(
                 "two concurrent calls both find the token and both delete it, and both callers act"
@@ -581,7 +599,7 @@ fn answers_requests(cx: &RuleCx<'_>) -> bool {
 }
 
 /// Is event `i` inside a branch that ends in a failure (an expired token deleted, then `return
-/// Err(..)`): the caller gets the error and does not act.
+/// Err(..)`) or answers nothing (`return Ok(None)`): the caller gets no grant to act on.
 fn in_failing_branch(cx: &RuleCx<'_>, i: u32) -> bool {
     let mut depth = 0u32;
     for j in (0..i).rev() {
@@ -589,7 +607,11 @@ fn in_failing_branch(cx: &RuleCx<'_>, i: u32) -> bool {
             EventKind::Leave => depth += 1,
             EventKind::Enter(r) => {
                 if depth == 0 {
-                    if matches!(r, crate::ir::Region::Branch { fails: true, .. }) {
+                    if matches!(
+                        r,
+                        crate::ir::Region::Branch { fails: true, .. }
+                            | crate::ir::Region::Branch { nothing: true, .. }
+                    ) {
                         return true;
                     }
                 } else {
@@ -604,17 +626,55 @@ fn in_failing_branch(cx: &RuleCx<'_>, i: u32) -> bool {
 
 /// A caller of this body in the crate that, after the call, makes an effect the token guards
 /// on the same path: the caller, the call's event, and the effect (its event and description).
-fn caller_acts(cx: &RuleCx<'_>, del: &Effect) -> Option<(BodyId, u32, (u32, String))> {
-    cx.krate
-        .call_sites(cx.id)
-        .iter()
-        .find_map(|&(caller, site)| {
-            let ccx = RuleCx::new(cx.krate, caller);
-            let end = ccx.reach_end(site);
-            (site + 1..end).find_map(|e| {
-                effect_at(&ccx, e, del, None).map(|x| (caller, site, (e, x.what.to_string())))
-            })
-        })
+/// A caller that only hands the answer on (`self.codes.consume_code(code).await`, a storage
+/// facade delegating to one of its stores: no call after it) is looked through, up to two
+/// such steps: its own callers act on the answer.
+fn caller_acts(cx: &RuleCx<'_>, del: &Effect) -> Option<ActingCaller> {
+    let mut seen = vec![cx.id];
+    acting_caller(cx, cx.id, del, 0, &mut seen)
+}
+
+/// A caller that acts on a consuming helper's answer: the caller, its call's event, the effect
+/// (its event and description), and the callers in between that only hand the answer on
+/// (innermost first).
+struct ActingCaller {
+    caller: BodyId,
+    site: u32,
+    effect: (u32, String),
+    through: Vec<BodyId>,
+}
+
+fn acting_caller(
+    cx: &RuleCx<'_>,
+    id: BodyId,
+    del: &Effect,
+    depth: u32,
+    seen: &mut Vec<BodyId>,
+) -> Option<ActingCaller> {
+    for &(caller, site) in cx.krate.call_sites(id) {
+        let ccx = RuleCx::new(cx.krate, caller);
+        let end = ccx.reach_end(site);
+        if let Some(effect) = (site + 1..end)
+            .find_map(|e| effect_at(&ccx, e, del, None).map(|x| (e, x.what.to_string())))
+        {
+            return Some(ActingCaller {
+                caller,
+                site,
+                effect,
+                through: Vec::new(),
+            });
+        }
+        let hands_on = !(site + 1..end)
+            .any(|i| matches!(ccx.body.events[i as usize].kind, EventKind::Call(_)));
+        if hands_on && depth < 2 && !seen.contains(&caller) {
+            seen.push(caller);
+            if let Some(mut found) = acting_caller(cx, caller, del, depth + 1, seen) {
+                found.through.insert(0, caller);
+                return Some(found);
+            }
+        }
+    }
+    None
 }
 
 /// A deletion of one token by the token's own key (its id, its code, or a key the ORM finds
