@@ -22,7 +22,11 @@ declare_rule! {
     /// `describe_*` operation, or any client's fluent operation so named and sent with
     /// `.send()`; a gRPC `get_*` / `list_*` method) is not reported: it commits nothing
     /// there. Nor is a transaction whose type says it only reads (redb's `ReadTransaction`, a
-    /// `JournalReaderTransaction` snapshot): it has nothing to roll back.
+    /// `JournalReaderTransaction` snapshot): it has nothing to roll back. Nor is one this
+    /// function begins that only reads: every call made on it is a plain `SELECT` (no `FOR
+    /// UPDATE`), made here or in a crate helper that only reads, and nothing writes to a
+    /// database while it is open (a transaction handed to a helper whose work is not known may
+    /// write, and is still reported).
     ///
     /// ### Why is this bad?
     ///
@@ -117,6 +121,12 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         {
             continue;
         }
+        // A transaction this body began that only reads, before the call and after it (a
+        // snapshot for a copy, a listing): a rollback takes nothing back that the remote call
+        // could contradict.
+        if tx.event != TX_PARAM && only_reads(cx, tx) {
+            continue;
+        }
         let message = match remote.via {
             Some(c) => format!(
                 "`{}` makes a remote call while a database transaction is open",
@@ -150,4 +160,56 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         d.notes.extend(cx.chain_notes(remote));
         out.push(d);
     }
+}
+
+/// Does the transaction `tx` only read, as far as can be seen: every call run on it is a plain
+/// read (no `FOR UPDATE`), made here or by a crate helper it is handed to whose summary only
+/// reads, and nothing else writes to a database while it is open? A call on it that is
+/// neither (an unresolved helper, a statement not understood) may write.
+fn only_reads(cx: &RuleCx<'_>, tx: &crate::query::Open) -> bool {
+    let Some(name) = tx.name.as_deref() else {
+        return false;
+    };
+    let mut read = false;
+    for j in tx.first_event() + 1..cx.body.events.len() as u32 {
+        if !cx.state(j).txs.contains(tx) {
+            continue;
+        }
+        if cx
+            .effs(j)
+            .any(|e| matches!(e.kind, EffectKind::Write | EffectKind::Claim) && !e.in_memory)
+        {
+            return false;
+        }
+        let EventKind::Call(call) = &cx.body.events[j as usize].kind else {
+            continue;
+        };
+        let on_tx = call.recv.first().is_some_and(|r| r == name)
+            || call
+                .all_args()
+                .flat_map(|a| &a.paths)
+                .any(|p| query::first(p) == name);
+        // `txn.deref_mut()`, `tx.as_mut()`: the transaction handed on, to the call it is an
+        // argument of.
+        let handed_on = call.recv.first().is_some_and(|r| r == name)
+            && call.steps.iter().all(|s| {
+                matches!(
+                    s.name.as_str(),
+                    "deref_mut" | "as_mut" | "deref" | "as_ref" | "borrow_mut" | "acquire"
+                )
+            });
+        if !on_tx || handed_on {
+            continue;
+        }
+        let direct_read = cx.effs(j).all(|e| e.kind == EffectKind::Read && !e.locking)
+            && cx.effs(j).next().is_some();
+        let ends = cx
+            .effs(j)
+            .any(|e| matches!(e.kind, EffectKind::TxCommit | EffectKind::TxRollback));
+        if !direct_read && !ends {
+            return false;
+        }
+        read |= direct_read;
+    }
+    read
 }
