@@ -162,8 +162,16 @@ pub fn is_token_name(name: &str) -> bool {
     if words(name).any(|w| w == "webauthn") && !words(name).any(|w| w == "id") {
         return true;
     }
+    // A token in the sense of an asset or a piece of text (`erc20_token_transfers`,
+    // `token_outputs`, `cashu_escrow_token`, `token_deltas`): moved, held or indexed, never
+    // redeemed once. Only when `token` is the one word that named it.
+    let asset = words(name).any(|w| ASSET_TOKEN_WORDS.contains(&w.trim_end_matches('s')));
     let mut prev = String::new();
     words(name).any(|w| {
+        if asset && w.trim_end_matches('s') == "token" {
+            prev = w;
+            return false;
+        }
         // Plurals: `tickets`, `account_recoveries`.
         let singular = match w.strip_suffix("ies") {
             Some(stem) => format!("{stem}y"),
@@ -177,6 +185,14 @@ pub fn is_token_name(name: &str) -> bool {
         one_time_code || TOKEN_WORDS.contains(&w) || w.starts_with("idem") || w.starts_with("dedup")
     })
 }
+
+/// Words that make `token` an asset or a piece of text rather than a one-time credential: a
+/// chain's token standards, ecash, what a wallet or an index does with tokens.
+const ASSET_TOKEN_WORDS: &[&str] = &[
+    "erc20", "erc721", "erc1155", "trc20", "tip3", "spl", "nft", "fungible", "ecash", "cashu",
+    "coin", "balance", "supply", "decimal", "holder", "output", "contract", "bucket", "delta",
+    "metadata",
+];
 
 /// The words before `code` that make it a one-time credential: an OAuth authorization or
 /// device code (`oauth_codes`, `oidc_codes`), a login, verification or recovery code.
@@ -959,6 +975,15 @@ mod tests {
         assert!(is_token_name("Cache::Webauthn"));
         assert!(is_token_name("WebauthnServiceReq"));
         assert!(!is_token_name("webauthn_user_id"));
+        // Tokens that are assets or text, not credentials.
+        assert!(!is_token_name("erc20_token_transfers"));
+        assert!(!is_token_name("Erc20TokenTransfers"));
+        assert!(!is_token_name("token_outputs"));
+        assert!(!is_token_name("cashu_escrow_token"));
+        assert!(!is_token_name("token_deltas"));
+        // Another word still names a credential.
+        assert!(is_token_name("transfer_invite_token"));
+        assert!(is_token_name("refresh_tokens"));
     }
 
     #[test]

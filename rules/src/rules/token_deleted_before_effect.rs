@@ -96,7 +96,9 @@ declare_rule! {
     /// ### Known problems
     ///
     /// Tokens are recognised by key, table and column names (`idem:`, `*_token`, `reset_code`,
-    /// `idempotency_keys`) and the configuration's `knowledge.token-checks` /
+    /// `idempotency_keys`; not a token that is an asset or text, named with it:
+    /// `erc20_token_transfers`, `token_outputs`, `cashu_escrow_token`, `token_deltas`) and
+    /// the configuration's `knowledge.token-checks` /
     /// `knowledge.token-deletes`; a token stored under an unrelated name is not seen, nor one
     /// kept in a cache under a key built by a function (`cache.get(key_for(code))`). A token
     /// the caller found is judged only when its key is a field of a value handed in: with a
