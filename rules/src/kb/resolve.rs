@@ -47,11 +47,16 @@ impl Classifier<'_> {
         if out.len() < 2 {
             return;
         }
+        // One type: the same name in the same package (two adapter packages may each have a
+        // `SqlRepository` implementing the trait: those are two types, both of which may run).
         let first = self.facts.body(out[0]);
+        let package = self.facts.package_of(out[0].file);
         let one_type_many_impls = first.self_ty.is_some()
             && out.iter().all(|&b| {
                 let body = self.facts.body(b);
-                body.trait_name.is_some() && body.self_ty == first.self_ty
+                body.trait_name.is_some()
+                    && body.self_ty == first.self_ty
+                    && self.facts.package_of(b.file) == package
             });
         if !one_type_many_impls {
             return;
