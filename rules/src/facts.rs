@@ -383,17 +383,7 @@ impl<'a> Facts<'a> {
                 .max()
                 .map_or(1, |m| m as usize + 1);
             let mut out = vec![Dialects::default(); n];
-            let note_ty = |d: &mut Dialects, ty: &[Name]| {
-                for t in ty {
-                    d.note(t);
-                    let last = t.rsplit(':').next().unwrap_or(t);
-                    if let Some(target) = self.aliases.get(last) {
-                        for x in target.iter() {
-                            d.note(x);
-                        }
-                    }
-                }
-            };
+            let note_ty = |d: &mut Dialects, ty: &[Name]| self.note_type(d, ty);
             for (fi, bodies) in self.bodies.iter().enumerate() {
                 let d = &mut out[self.package_of(fi as u32) as usize];
                 for (_, full) in self.uses.get(fi).copied().unwrap_or(&[]) {
@@ -420,29 +410,31 @@ impl<'a> Facts<'a> {
     pub fn body_dialects(&self, id: BodyId) -> Dialects {
         let b = self.body(id);
         let mut d = Dialects::default();
-        let mut note_ty = |ty: &[Name]| {
-            for t in ty {
-                d.note(t);
-                let last = t.rsplit(':').next().unwrap_or(t);
-                if let Some(target) = self.aliases.get(last) {
-                    for x in target.iter() {
-                        d.note(x);
-                    }
-                }
-            }
-        };
         for (n, ty) in b.params.iter() {
             if n != "self" {
-                note_ty(ty);
+                self.note_type(&mut d, ty);
             }
         }
-        note_ty(&b.ret);
+        self.note_type(&mut d, &b.ret);
         if let Some(fields) = b.self_ty.as_deref().and_then(|t| self.structs.get(t)) {
             for (_, ty) in fields.iter() {
-                note_ty(ty);
+                self.note_type(&mut d, ty);
             }
         }
         d
+    }
+
+    /// Adds to `d` what a type as written names, and what the `type` alias it is names.
+    fn note_type(&self, d: &mut Dialects, ty: &[Name]) {
+        for t in ty {
+            d.note(t);
+            let last = t.rsplit(':').next().unwrap_or(t);
+            if let Some(target) = self.aliases.get(last) {
+                for x in target.iter() {
+                    d.note(x);
+                }
+            }
+        }
     }
 
     /// Bodies by their impl's self type. Only one rule asks, and rarely: built on first use
