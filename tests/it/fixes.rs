@@ -213,14 +213,27 @@ fn a_plain_select_in_the_transaction_gains_for_update() {
     let json = sqlite_only.run(&["--format", "json"]).json();
     assert_eq!(json["findings"].as_array().unwrap().len(), 0, "{json:#}");
 
-    // Beside PostgreSQL, a function on an SQLite pool is still reported, but SQLite has no
-    // `FOR UPDATE`: there the fix is for a person to judge.
-    let sqlite = Project::package("shop");
-    sqlite.write(
+    // Beside PostgreSQL, a function whose own types name only SQLite (its pool) runs an
+    // SQLite transaction: serializable, nothing to report.
+    let sqlite_store = Project::package("shop");
+    sqlite_store.write(
         "src/lib.rs",
         &format!(
             "{}\nuse sqlx::PgPool;\n\npub fn main_store(pool: &PgPool) -> &PgPool {{\n    pool\n}}\n",
             READ_THEN_UPDATE.replace("sqlx::PgPool", "sqlx::SqlitePool")
+        ),
+    );
+    let json = sqlite_store.run(&["--format", "json"]).json();
+    assert_eq!(json["findings"].as_array().unwrap().len(), 0, "{json:#}");
+
+    // A function handed both an SQLite and a PostgreSQL pool is still reported, but its
+    // transaction may be SQLite's, which has no `FOR UPDATE`: the fix is for a person to judge.
+    let sqlite = Project::package("shop");
+    sqlite.write(
+        "src/lib.rs",
+        &READ_THEN_UPDATE.replace(
+            "db: &sqlx::PgPool, id: i64",
+            "db: &sqlx::SqlitePool, audit: &sqlx::PgPool, id: i64",
         ),
     );
     let json = sqlite.run(&["--format", "json"]).json();

@@ -112,7 +112,9 @@ declare_rule! {
     /// `SQLITE_BUSY`. A check and a write inside one such transaction are not reported; a
     /// package is taken to run on SQLite when SQLite is the only SQL database its `use` paths and
     /// its fns' parameter and result types name (`SqlitePool`, `sqlx::Sqlite`,
-    /// `rusqlite::Connection`, through `type` aliases).
+    /// `rusqlite::Connection`, through `type` aliases), and so is one function when its own
+    /// parameter and result types and its struct's fields name only SQLite (the SQLite store of
+    /// a package that has a PostgreSQL one too).
     ///
     /// ### Example
     ///
