@@ -404,7 +404,7 @@ impl<'a> Facts<'a> {
     }
 
     /// The SQL databases one body's own types name: its parameters and result, and the fields
-    /// of its impl's struct (`pool: SqlitePool`). A package with a store per database (a
+    /// of its impl's struct (`pool: SqlitePool`) when its package declares that struct once. A package with a store per database (a
     /// PostgreSQL and an SQLite implementation of one trait) names both; each store's bodies
     /// name one.
     pub fn body_dialects(&self, id: BodyId) -> Dialects {
@@ -416,9 +416,29 @@ impl<'a> Facts<'a> {
             }
         }
         self.note_type(&mut d, &b.ret);
-        if let Some(fields) = b.self_ty.as_deref().and_then(|t| self.structs.get(t)) {
-            for (_, ty) in fields.iter() {
-                self.note_type(&mut d, ty);
+        // The impl's struct as its package declares it (a same-named struct elsewhere is
+        // another type), and only when no parameter is a struct of the crate's that may carry
+        // a connection of its own (`state: &AppState`).
+        let carrier = b.params.iter().any(|(n, ty)| {
+            n != "self"
+                && ty.first().is_some_and(|t| {
+                    let t = t.trim_start_matches('&').trim_start_matches("mut ");
+                    self.structs.contains_key(t.rsplit(':').next().unwrap_or(t))
+                })
+        });
+        if let Some(t) = b.self_ty.as_deref().filter(|_| !carrier) {
+            let package = self.package_of(id.file);
+            let mut decls = self
+                .file_structs
+                .iter()
+                .enumerate()
+                .filter(|(fi, _)| self.package_of(*fi as u32) == package)
+                .flat_map(|(_, structs)| structs.iter())
+                .filter(|(name, _)| name == t);
+            if let (Some((_, fields)), None) = (decls.next(), decls.next()) {
+                for (_, ty) in fields.iter() {
+                    self.note_type(&mut d, ty);
+                }
             }
         }
         d

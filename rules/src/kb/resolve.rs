@@ -38,13 +38,17 @@ impl Classifier<'_> {
     }
 
     /// Several implementations of one generic trait for one type (`impl Processor<GetOrder>
-    /// for Db` and `impl Processor<CancelOrder> for Db`, each with its `process`): exactly one
-    /// runs, the one whose parameter takes the argument's type. The argument's type is known
-    /// when it is a struct literal (`db.process(GetOrder { id })`) or a local made from one;
-    /// when it is not, or several still take it, the call is not guessed: it runs none of them
-    /// (merging them would give a read the deletes of its siblings).
+    /// for Db` and `impl Processor<CancelOrder> for Db`, each with its `process`, taking
+    /// different argument types): exactly one runs, the one whose parameter takes the
+    /// argument's type. The argument's type is known when it is a struct literal
+    /// (`db.process(GetOrder { id })`, an enum's variant by its enum) or a local of a crate
+    /// struct's type; when it is not, or several still take it, the call is not guessed: it
+    /// runs none of them (merging them would give a read the deletes of its siblings). Impls
+    /// that take the same types (one per `cfg` feature, same-named types in two modules) are
+    /// alternatives, all kept; so are all of them when this body's arguments were not kept
+    /// (an inert body: only the count is).
     fn by_argument_types(&self, step: &crate::ir::Step, by_path: bool, out: &mut Vec<BodyId>) {
-        if out.len() < 2 {
+        if out.len() < 2 || step.args.len() != step.argc as usize {
             return;
         }
         // One type: the same name in the same package (two adapter packages may each have a
@@ -61,41 +65,74 @@ impl Classifier<'_> {
         if !one_type_many_impls {
             return;
         }
-        let arg_types: Vec<Option<Name>> = step
+        // Each candidate's parameter types, one per input, when its patterns bind one name
+        // each (`(a, b): (A, B)` or `Get { id }: Get` bind another number: not known).
+        let shapes: Vec<Option<Vec<Name>>> = out
+            .iter()
+            .map(|&b| {
+                let body = self.facts.body(b);
+                let params: Vec<Name> = body
+                    .params
+                    .iter()
+                    .filter(|(n, _)| n != "self")
+                    .map(|(_, t)| {
+                        let t = t.first().map(|t| t.as_str()).unwrap_or("");
+                        let t = t.trim_start_matches('&').trim_start_matches("mut ");
+                        Name::new(t.rsplit(':').next().unwrap_or(t))
+                    })
+                    .collect();
+                (params.len() == body.arity as usize).then_some(params)
+            })
+            .collect();
+        // The same types everywhere: alternatives, not one generic trait's instances.
+        let known: Vec<&Vec<Name>> = shapes.iter().flatten().collect();
+        if known.len() == shapes.len() && known.windows(2).all(|w| w[0] == w[1]) {
+            return;
+        }
+        let arg_types: Vec<Vec<Name>> = step
             .args
             .iter()
-            .map(|a| match a.lit() {
-                Some(l) => Some(l.ty.clone()),
+            .map(|a| match a.lit().filter(|l| l.whole) {
+                Some(l) => std::iter::once(&l.ty)
+                    .chain(l.module.as_ref())
+                    .map(|t| Name::new(t.rsplit(':').next().unwrap_or(t)))
+                    .collect(),
                 None => match a.paths.as_slice() {
                     [p] => match self.env.get(p.as_str()) {
-                        Some(Class::User(t)) => Some(t.clone()),
-                        _ => None,
+                        Some(Class::User(t)) => vec![Name::new(t.rsplit(':').next().unwrap_or(t))],
+                        _ => Vec::new(),
                     },
-                    _ => None,
+                    _ => Vec::new(),
                 },
             })
-            .map(|t| t.map(|t| Name::new(t.rsplit(':').next().unwrap_or(&t))))
             .collect();
-        let takes = |b: BodyId| {
-            let body = self.facts.body(b);
-            let params: Vec<&crate::ir::TypeRef> = body
-                .params
-                .iter()
-                .filter(|(n, _)| n != "self")
-                .map(|(_, t)| t)
-                .collect();
+        if arg_types.iter().any(|t| !t.is_empty()) {
             // The receiver of a path call is its first argument.
-            let skip = usize::from(by_path && self.takes_self(b));
-            params.len() == body.arity as usize
-                && arg_types.iter().skip(skip).zip(&params).all(|(arg, ty)| {
-                    arg.as_ref().is_none_or(|a| {
-                        ty.iter()
-                            .any(|t| t.rsplit(':').next().unwrap_or(t) == a.as_str())
-                    })
-                })
-        };
-        if arg_types.iter().any(Option::is_some) {
-            out.retain(|&b| takes(b));
+            let takes = |i: usize, params: &Vec<Name>| {
+                let skip = usize::from(by_path && self.takes_self(out[i]));
+                arg_types
+                    .iter()
+                    .skip(skip)
+                    .zip(params)
+                    .all(|(arg, ty)| arg.is_empty() || arg.contains(ty))
+            };
+            let exact: Vec<BodyId> = shapes
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| s.as_ref().is_some_and(|p| takes(*i, p)))
+                .map(|(i, _)| out[i])
+                .collect();
+            *out = if exact.is_empty() {
+                // None of the known shapes takes it: one whose shape is not known may.
+                shapes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.is_none())
+                    .map(|(i, _)| out[i])
+                    .collect()
+            } else {
+                exact
+            };
         }
         if out.len() > 1 {
             out.clear();

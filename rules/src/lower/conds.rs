@@ -256,23 +256,22 @@ pub(super) fn block_fails(b: &syn::Block) -> bool {
     })
 }
 
-/// Whether a branch body leaves answering nothing (see [`crate::ir::Region::Branch`]): a
-/// `return` of, or its value being, `None`, `false`, `Ok(None)` or `Ok(false)`.
+/// Whether a branch body leaves the function answering nothing (see
+/// [`crate::ir::Region::Branch`]): a `return` of `None`, `false`, `Ok(None)` or `Ok(false)`.
+/// Only a `return`: a branch's value (`let left = if single { .. None } else { Some(1) }`)
+/// may be a local's, not the answer.
 pub(super) fn answers_nothing(e: &Expr) -> bool {
     match e {
         Expr::Block(b) => block_answers_nothing(&b.block),
         Expr::Return(r) => r.expr.as_deref().is_some_and(nothing),
-        e => nothing(e),
+        _ => false,
     }
 }
 
 pub(super) fn block_answers_nothing(b: &syn::Block) -> bool {
-    let n = b.stmts.len();
-    b.stmts.iter().enumerate().any(|(i, s)| match s {
-        syn::Stmt::Expr(e @ Expr::Return(_), _) => answers_nothing(e),
-        syn::Stmt::Expr(e, None) => i + 1 == n && answers_nothing(e),
-        _ => false,
-    })
+    b.stmts
+        .iter()
+        .any(|s| matches!(s, syn::Stmt::Expr(e @ Expr::Return(_), _) if answers_nothing(e)))
 }
 
 /// `None`, `false`, `Ok(None)`, `Ok(false)`.
@@ -437,18 +436,17 @@ mod tests {
         for src in [
             "{ cleanup().await?; return Ok(None); }",
             "return None",
-            "{ false }",
-            "Ok(false)",
-            "{ tx.commit().await?; Ok(None) }",
+            "{ return false; }",
+            "{ tx.commit().await?; return Ok(false); }",
         ] {
             assert!(nothing_src(src), "{src}");
         }
         for src in [
             "{ return Ok(Some(code)); }",
-            "Ok(VerifyResult::Ok)",
-            "{ Ok(None); next() }",
-            "Ok(())",
-            "true",
+            "{ return Ok(VerifyResult::Ok); }",
+            "{ delete().await?; None }",
+            "Ok(None)",
+            "{ false }",
         ] {
             assert!(!nothing_src(src), "{src}");
         }

@@ -493,6 +493,8 @@ pub(crate) struct RuleCx<'a> {
     states: OnceCell<Vec<State>>,
     enter_of: OnceCell<Vec<Option<u32>>>,
     handler: OnceCell<Option<crate::handlers::Evidence>>,
+    /// The body's own types name only SQLite (see [`crate::facts::Facts::body_dialects`]).
+    sqlite_body: OnceCell<bool>,
 }
 
 impl<'a> RuleCx<'a> {
@@ -507,6 +509,7 @@ impl<'a> RuleCx<'a> {
             states: OnceCell::new(),
             enter_of: OnceCell::new(),
             handler: OnceCell::new(),
+            sqlite_body: OnceCell::new(),
         }
     }
 
@@ -748,7 +751,9 @@ impl<'a> RuleCx<'a> {
     pub fn serializable(&self, from: u32, to: u32) -> bool {
         query::serializable(self.body, from, to)
             || self.krate.facts.dialects(self.id.file).sqlite_only()
-            || self.krate.facts.body_dialects(self.id).sqlite_only()
+            || *self
+                .sqlite_body
+                .get_or_init(|| self.krate.facts.body_dialects(self.id).sqlite_only())
     }
 
     /// Index (exclusive) up to which events may run after event `i` on the same path: the end

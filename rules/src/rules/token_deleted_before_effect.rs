@@ -666,8 +666,13 @@ fn acting_caller(
                 through: Vec::new(),
             });
         }
-        let hands_on = !(site + 1..end)
-            .any(|i| matches!(ccx.body.events[i as usize].kind, EventKind::Call(_)));
+        // It hands the answer on: no call after it, and its value not thrown away (`let _ =`).
+        let discarded = ccx.body.events.iter().any(|e| {
+            matches!(&e.kind, EventKind::Bind(b) if b.names.is_empty() && b.calls.contains(&site))
+        });
+        let hands_on = !discarded
+            && !(site + 1..end)
+                .any(|i| matches!(ccx.body.events[i as usize].kind, EventKind::Call(_)));
         if hands_on && depth < 2 && !seen.contains(&caller) {
             seen.push(caller);
             if let Some(mut found) = acting_caller(cx, caller, del, depth + 1, seen) {
