@@ -1017,6 +1017,18 @@ pub(crate) const HANDLE_STEPS: &[&str] = &[
     "deref",
 ];
 
+/// Steps that hand on the value they are called on, re-borrowed (`txn.deref_mut()`,
+/// `tx.as_mut()`, a pooled connection's `acquire()`): the call is an argument of the call that
+/// uses it.
+pub(crate) const REBORROW_STEPS: &[&str] = &[
+    "deref",
+    "deref_mut",
+    "as_ref",
+    "as_mut",
+    "borrow_mut",
+    "acquire",
+];
+
 /// Steps a chain of only handle-passing steps is made of (`self.db.clone().get().unwrap()`).
 pub(crate) const HANDLE_CHAIN_STEPS: &[&str] =
     &["clone", "as_ref", "get", "acquire", "unwrap", "expect"];

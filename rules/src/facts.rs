@@ -107,6 +107,10 @@ pub struct Facts<'a> {
     /// (Keyed by owned names: a lifetime inside a `OnceLock` would make `Facts` invariant.)
     by_type: std::sync::OnceLock<FxHashMap<Name, Vec<BodyId>>>,
     taking: std::sync::OnceLock<FxHashMap<Name, Vec<BodyId>>>,
+    /// (package, struct name) to where the package declares it (file, index among the file's
+    /// structs), `None` when it declares it twice: built on first use (see
+    /// [`Facts::package_struct`]).
+    package_structs: std::sync::OnceLock<FxHashMap<(u32, Name), Option<(u32, u32)>>>,
     /// Every file's bodies, for the indexes built on first use.
     bodies: Vec<&'a [Body]>,
     /// `type Alias = Target;` across the crate.
@@ -421,27 +425,40 @@ impl<'a> Facts<'a> {
         // a connection of its own (`state: &AppState`).
         let carrier = b.params.iter().any(|(n, ty)| {
             n != "self"
-                && ty.first().is_some_and(|t| {
-                    let t = t.trim_start_matches('&').trim_start_matches("mut ");
-                    self.structs.contains_key(t.rsplit(':').next().unwrap_or(t))
-                })
+                && ty
+                    .first()
+                    .is_some_and(|t| self.structs.contains_key(crate::kb::types::named_type(t)))
         });
-        if let Some(t) = b.self_ty.as_deref().filter(|_| !carrier) {
-            let package = self.package_of(id.file);
-            let mut decls = self
-                .file_structs
-                .iter()
-                .enumerate()
-                .filter(|(fi, _)| self.package_of(*fi as u32) == package)
-                .flat_map(|(_, structs)| structs.iter())
-                .filter(|(name, _)| name == t);
-            if let (Some((_, fields)), None) = (decls.next(), decls.next()) {
-                for (_, ty) in fields.iter() {
-                    self.note_type(&mut d, ty);
-                }
+        if let Some(fields) = b
+            .self_ty
+            .as_deref()
+            .filter(|_| !carrier)
+            .and_then(|t| self.package_struct(self.package_of(id.file), t))
+        {
+            for (_, ty) in fields.iter() {
+                self.note_type(&mut d, ty);
             }
         }
         d
+    }
+
+    /// The fields of struct `name` as package `package` declares it, when it declares it once
+    /// (two declarations, in two modules, are two types). Indexed on first use.
+    fn package_struct(&self, package: u32, name: &str) -> Option<&'a [(Name, TypeRef)]> {
+        let index = self.package_structs.get_or_init(|| {
+            let mut map: FxHashMap<(u32, Name), Option<(u32, u32)>> = FxHashMap::default();
+            for (fi, structs) in self.file_structs.iter().enumerate() {
+                let package = self.package_of(fi as u32);
+                for (si, (n, _)) in structs.iter().enumerate() {
+                    map.entry((package, n.clone()))
+                        .and_modify(|at| *at = None)
+                        .or_insert(Some((fi as u32, si as u32)));
+                }
+            }
+            map
+        });
+        let (fi, si) = (*index.get(&(package, Name::new(name)))?)?;
+        Some(self.file_structs[fi as usize][si as usize].1.as_slice())
     }
 
     /// Adds to `d` what a type as written names, and what the `type` alias it is names.

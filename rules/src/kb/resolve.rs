@@ -4,6 +4,7 @@
 //! implementations of one generic trait for one type are told apart by the argument's type;
 //! a name that resolves to several crate fns of unknown receiver is not guessed.
 
+use super::types::{last, named_type};
 use super::{Class, Classifier};
 use crate::apis::{COMMON_METHODS, RESULT_ADAPTER_STEPS};
 use crate::facts::BodyId;
@@ -75,11 +76,7 @@ impl Classifier<'_> {
                     .params
                     .iter()
                     .filter(|(n, _)| n != "self")
-                    .map(|(_, t)| {
-                        let t = t.first().map(|t| t.as_str()).unwrap_or("");
-                        let t = t.trim_start_matches('&').trim_start_matches("mut ");
-                        Name::new(t.rsplit(':').next().unwrap_or(t))
-                    })
+                    .map(|(_, t)| Name::new(named_type(t.first().map_or("", |t| t.as_str()))))
                     .collect();
                 (params.len() == body.arity as usize).then_some(params)
             })
@@ -95,11 +92,11 @@ impl Classifier<'_> {
             .map(|a| match a.lit().filter(|l| l.whole) {
                 Some(l) => std::iter::once(&l.ty)
                     .chain(l.module.as_ref())
-                    .map(|t| Name::new(t.rsplit(':').next().unwrap_or(t)))
+                    .map(|t| Name::new(last(t)))
                     .collect(),
                 None => match a.paths.as_slice() {
                     [p] => match self.env.get(p.as_str()) {
-                        Some(Class::User(t)) => vec![Name::new(t.rsplit(':').next().unwrap_or(t))],
+                        Some(Class::User(t)) => vec![Name::new(last(t))],
                         _ => Vec::new(),
                     },
                     _ => Vec::new(),

@@ -54,8 +54,14 @@ pub enum Class {
 
 /// The last segment of a path (`a::b::C` is `C`); a char pattern, which is cheaper to search
 /// for than `"::"` (paths hold no single colons).
-fn last(s: &str) -> &str {
+pub(crate) fn last(s: &str) -> &str {
     s.rsplit(':').next().unwrap_or(s)
+}
+
+/// The name of a type as written, without its reference and path (`&mut db::Store` is
+/// `Store`).
+pub(crate) fn named_type(t: &str) -> &str {
+    last(t.trim_start_matches('&').trim_start_matches("mut "))
 }
 
 /// Memos of [`class_of`], one per classifying thread (a shared memo behind a lock made two

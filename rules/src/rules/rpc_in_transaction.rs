@@ -192,12 +192,10 @@ fn only_reads(cx: &RuleCx<'_>, tx: &crate::query::Open) -> bool {
         // `txn.deref_mut()`, `tx.as_mut()`: the transaction handed on, to the call it is an
         // argument of.
         let handed_on = call.recv.first().is_some_and(|r| r == name)
-            && call.steps.iter().all(|s| {
-                matches!(
-                    s.name.as_str(),
-                    "deref_mut" | "as_mut" | "deref" | "as_ref" | "borrow_mut" | "acquire"
-                )
-            });
+            && call
+                .steps
+                .iter()
+                .all(|s| crate::apis::REBORROW_STEPS.contains(&s.name.as_str()));
         if !on_tx || handed_on {
             continue;
         }
