@@ -110,7 +110,7 @@ pub struct Facts<'a> {
     /// (package, struct name) to where the package declares it (file, index among the file's
     /// structs), `None` when it declares it twice: built on first use (see
     /// [`Facts::package_struct`]).
-    package_structs: std::sync::OnceLock<FxHashMap<(u32, Name), Option<(u32, u32)>>>,
+    package_structs: std::sync::OnceLock<PackageStructs>,
     /// Every file's bodies, for the indexes built on first use.
     bodies: Vec<&'a [Body]>,
     /// `type Alias = Target;` across the crate.
@@ -150,6 +150,10 @@ pub struct Facts<'a> {
     /// use (see [`Facts::foreign_transaction_field`]).
     foreign_transaction: std::sync::OnceLock<FxHashSet<Name>>,
 }
+
+/// (package, struct name) to where the package declares it: (file, index among the file's
+/// structs), `None` when it declares it twice.
+type PackageStructs = FxHashMap<(u32, Name), Option<(u32, u32)>>;
 
 /// A struct as a file declares it: its name and its named fields with their types.
 type StructDecl = (Name, Vec<(Name, TypeRef)>);
@@ -446,7 +450,7 @@ impl<'a> Facts<'a> {
     /// (two declarations, in two modules, are two types). Indexed on first use.
     fn package_struct(&self, package: u32, name: &str) -> Option<&'a [(Name, TypeRef)]> {
         let index = self.package_structs.get_or_init(|| {
-            let mut map: FxHashMap<(u32, Name), Option<(u32, u32)>> = FxHashMap::default();
+            let mut map = PackageStructs::default();
             for (fi, structs) in self.file_structs.iter().enumerate() {
                 let package = self.package_of(fi as u32);
                 for (si, (n, _)) in structs.iter().enumerate() {
