@@ -455,6 +455,15 @@ pub(crate) const PREPARE_STEPS: &[&str] = &["prepare", "prepare_cached", "prepar
 /// Methods that append text to a string holding SQL (`query.push_str(" FOR UPDATE")`).
 pub(crate) const SQL_APPEND_STEPS: &[&str] = &["push_str", "push"];
 
+/// The steps of sqlx's `QueryBuilder` that turn its text into a query (`builder.build()`).
+pub(crate) const QUERY_BUILDER_BUILD_STEPS: &[&str] = &[
+    "build",
+    "build_query_as",
+    "build_query_scalar",
+    "sql",
+    "into_sql",
+];
+
 /// Methods whose result is their receiver's value (`Status::Paid.to_string()`).
 pub(crate) const VALUE_PASSTHROUGH_STEPS: &[&str] = &[
     "to_string",

@@ -129,7 +129,8 @@ pub(crate) struct Effect {
     /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
     /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`],
-    /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`], [`Effect::list_move`]).
+    /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`], [`Effect::list_move`],
+    /// [`Effect::picked_claim`], [`Effect::null_claim`]).
     marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
@@ -305,6 +306,18 @@ impl Effect {
         self.mark(Self::PICKED_CLAIM, on);
     }
 
+    /// A write that stamps a column with the current time where its filter requires it to be
+    /// `NULL` and takes no old stamp back (see [`crate::sql::SqlInfo::null_claim`], diesel's
+    /// `.filter(started_at.is_null()).set(started_at.eq(now))`): the first of `sets` is that
+    /// column.
+    pub fn null_claim(&self) -> bool {
+        self.marks & Self::NULL_CLAIM != 0
+    }
+
+    pub fn set_null_claim(&mut self, on: bool) {
+        self.mark(Self::NULL_CLAIM, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -319,6 +332,7 @@ impl Effect {
     const CONFLICT_SETS: u8 = 8;
     const LIST_MOVE: u8 = 16;
     const PICKED_CLAIM: u8 = 32;
+    const NULL_CLAIM: u8 = 64;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

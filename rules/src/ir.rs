@@ -504,6 +504,9 @@ impl ArgExtra {
 /// gives `=state`): classification turns it into the body's parameter of that name.
 pub const LOCAL_VALUE: &str = "=";
 
+/// Marks an [`Arg::eq_values`] entry of a column tested `NULL` (`started_at.is_null()`).
+pub const NULL_VALUE: &str = "is null";
+
 /// Marks an [`Arg::eq_values`] entry that moves the column by its own value
 /// (`access_count.eq(access_count + 1)`), as SQL's `SET n = n + 1`.
 pub const RELATIVE_VALUE: &str = "+=";

@@ -79,6 +79,11 @@ pub struct SqlInfo {
     /// filtered on (`SET ledger_tx_id = $1 WHERE id = (SELECT id .. WHERE ledger_tx_id IS NULL
     /// LIMIT 1)`): the column claimed, which the outer filter does not test again.
     pub picked_claim: Option<Name>,
+    /// An `UPDATE` that sets a column to the current time where its filter (or the subquery
+    /// that picks the row) requires that column to be `NULL`, and compares it with nothing
+    /// else (`SET started_at = now() WHERE id = $1 AND started_at IS NULL`): the column is
+    /// claimed by being stamped, and no filter takes an old stamp back.
+    pub null_claim: Option<Name>,
     /// An advisory lock the statement takes: PostgreSQL's `pg_advisory_lock` /
     /// `pg_try_advisory_lock` (held by the session, across transactions) or the
     /// `pg_advisory_xact_lock` forms (ended by the transaction), MySQL's `GET_LOCK` (session).
@@ -117,6 +122,7 @@ impl SqlInfo {
             counts: false,
             ordered: false,
             picked_claim: None,
+            null_claim: None,
             advisory: None,
         }
     }
@@ -553,7 +559,42 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
         }
         i += 1;
     }
+    if info.kind == SqlKind::Update {
+        info.null_claim = null_claim(toks, &info);
+    }
     info
+}
+
+/// The column an `UPDATE` stamps with the current time where its filter finds it `NULL` (see
+/// [`SqlInfo::null_claim`]).
+fn null_claim(toks: &[Tok], info: &SqlInfo) -> Option<Name> {
+    let filter = toks.iter().position(|t| t.is_kw("where"))?;
+    let toks = &toks[filter..];
+    info.assigns.iter().find_map(|(col, value)| {
+        if *value != SqlValue::Now {
+            return None;
+        }
+        let at = |i: usize| matches!(toks.get(i), Some(Tok::Word(w, _)) if w == col.as_str());
+        let mut null = false;
+        for i in 0..toks.len() {
+            if !at(i) {
+                continue;
+            }
+            if toks.get(i + 1).is_some_and(|t| t.is_kw("is"))
+                && toks.get(i + 2).is_some_and(|t| t.is_kw("null"))
+            {
+                null = true;
+            } else if matches!(toks.get(i + 1), Some(Tok::Cmp))
+                || i > 0 && matches!(toks.get(i - 1), Some(Tok::Cmp))
+                || toks.get(i + 1).is_some_and(|t| t.is_kw("is"))
+            {
+                // Compared with a time (`started_at < now() - ..`) or tested `IS NOT NULL`:
+                // the filter also takes stamped rows.
+                return None;
+            }
+        }
+        null.then(|| col.clone())
+    })
 }
 
 /// The columns compared in the `WHERE` clause that starts at `from`; returns where it ends.
@@ -678,7 +719,13 @@ fn value_at(toks: &[Tok], i: usize) -> SqlValue {
         }
         end += 1;
     }
-    let value = &toks[i.min(end)..end];
+    let mut value = &toks[i.min(end)..end];
+    // `(strftime('%s', 'now'))`: a value in parentheses is that value.
+    while let [Tok::Open, inner @ .., Tok::Close] = value
+        && balanced(inner)
+    {
+        value = inner;
+    }
     // A trailing cast (`'x'::kind`, `$1::text`) keeps the value what it is.
     let plain = |rest: &[Tok]| {
         rest.iter()
@@ -696,6 +743,20 @@ fn value_at(toks: &[Tok], i: usize) -> SqlValue {
     }
 }
 
+/// Do the parentheses of `toks` close in order, none before it opens?
+fn balanced(toks: &[Tok]) -> bool {
+    let mut depth = 0u32;
+    for t in toks {
+        match t {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => return false,
+            Tok::Close => depth -= 1,
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
 /// Does the value at `i` start with the assigned column itself and a `+` or `-` (`balance -
 /// $1`, `t.tries + 1`)?
 fn relative(toks: &[Tok], i: usize, column: &str) -> bool {
@@ -707,15 +768,19 @@ fn relative(toks: &[Tok], i: usize, column: &str) -> bool {
         && matches!(toks.get(i + 1), Some(Tok::Arith))
 }
 
-/// `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `unixepoch()` and the like, alone.
+/// `now()`, `CURRENT_TIMESTAMP`, `datetime('now')`, `strftime('%s', 'now')`, `unixepoch()` and
+/// the like, alone.
 fn is_now(word: &str, rest: &[Tok]) -> bool {
     let call = matches!(rest, [Tok::Open, Tok::Close])
-        || matches!(rest, [Tok::Open, Tok::Str(s), Tok::Close] if s == "now");
+        || matches!(rest, [Tok::Open, Tok::Str(s), Tok::Close] if s == "now")
+        || matches!(rest, [Tok::Open, Tok::Str(_), Tok::Comma, Tok::Str(s), Tok::Close] if s == "now");
     match word {
         "current_timestamp" | "localtimestamp" | "current_date" => rest.is_empty() || call,
         "now"
         | "unixepoch"
         | "datetime"
+        | "strftime"
+        | "julianday"
         | "getdate"
         | "sysdate"
         | "utc_timestamp"
@@ -1097,6 +1162,33 @@ mod tests {
             classify("UPDATE t SET a =").unwrap().assigns,
             vec![("a".into(), SqlValue::Expr)]
         );
+    }
+
+    #[test]
+    fn a_stamp_set_where_it_was_null_is_a_claim() {
+        let claim = |sql: &str| classify(sql).unwrap().null_claim;
+        assert_eq!(
+            claim("UPDATE jobs SET started_at = now() WHERE id = $1 AND started_at IS NULL")
+                .as_deref(),
+            Some("started_at")
+        );
+        assert_eq!(
+            claim(
+                "UPDATE q SET started_at=(strftime('%s', 'now')) WHERE jid IN \
+                 (SELECT jid FROM q WHERE started_at IS NULL LIMIT 1)"
+            )
+            .as_deref(),
+            Some("started_at")
+        );
+        // An old stamp taken back, a stamp tested otherwise, a value that is not the time.
+        for sql in [
+            "UPDATE jobs SET started_at = now() WHERE id = $1 AND (started_at IS NULL OR started_at < now() - interval '5 minutes')",
+            "UPDATE jobs SET started_at = now() WHERE id = $1 AND started_at IS NOT NULL",
+            "UPDATE jobs SET started_at = $2 WHERE id = $1 AND started_at IS NULL",
+            "UPDATE jobs SET started_at = now() WHERE id = $1",
+        ] {
+            assert_eq!(claim(sql), None, "{sql}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::apis::{
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
-use crate::ir::{DIESEL_TABLE_FIELD, LOCAL_VALUE, RELATIVE_VALUE};
+use crate::ir::{DIESEL_TABLE_FIELD, LOCAL_VALUE, NULL_VALUE, RELATIVE_VALUE};
 use crate::name::Name;
 use crate::sql::{Advisory, SqlInfo, SqlKind, is_plain_key};
 
@@ -235,6 +235,32 @@ pub(super) fn classify(
             .collect();
         if e.sets.is_empty() {
             e.sets = changeset_sets(cx, call).into();
+        }
+        // `.filter(started_at.is_null()).set(started_at.eq(Utc::now()))`: stamped where it was
+        // `NULL`, and compared with nothing else.
+        let nulls: Vec<&Name> = call
+            .steps
+            .iter()
+            .filter(|s| DIESEL_FILTER_STEPS.contains(&s.name.as_str()))
+            .flat_map(|s| &s.args)
+            .flat_map(|a| a.eq_cols().iter().zip(a.eq_values()))
+            .filter(|(_, v)| v.as_deref() == Some(NULL_VALUE))
+            .map(|(c, _)| c)
+            .collect();
+        let now = |v: &AssignedValue| match v {
+            AssignedValue::Now => true,
+            AssignedValue::Const(v) => v == "now()",
+            _ => false,
+        };
+        if let Some(k) = e.sets.iter().position(|a| {
+            now(&a.value)
+                && nulls.contains(&&a.column)
+                && e.where_cols.iter().filter(|c| **c == a.column).count() == 1
+        }) {
+            let mut sets = e.sets.to_vec();
+            sets[..=k].rotate_right(1);
+            e.sets = sets.into();
+            e.set_null_claim(true);
         }
         // `insert_into(t).values(&x).on_conflict(..).do_update().set(&x)`: the `set` is what
         // the conflict writes over the row that is there.
@@ -975,6 +1001,13 @@ fn sql_eff(sql: &SqlInfo, call: &Call, cx: &Classifier<'_>) -> Effect {
     {
         sets[..=k].rotate_right(1);
         e.set_picked_claim(true);
+    }
+    // The stamped column first (see `Effect::null_claim`).
+    if let Some(col) = &sql.null_claim
+        && let Some(k) = sets.iter().position(|a| a.column == *col)
+    {
+        sets[..=k].rotate_right(1);
+        e.set_null_claim(true);
     }
     e.sets = sets.into();
     e.filtered = sql.filtered;

@@ -296,11 +296,11 @@ pub fn classify_body(
                     if let Some(sql) = b.sql() {
                         cx.sql_locals
                             .insert(name.clone(), cx.with_table_consts(sql.clone()));
-                    } else if let Some(sql) = b
-                        .calls
-                        .last()
-                        .and_then(|&k| cx.built_sql(k).or_else(|| cx.finished_statement(k)))
-                    {
+                    } else if let Some(sql) = b.calls.last().and_then(|&k| {
+                        cx.built_sql(k)
+                            .or_else(|| cx.finished_statement(k))
+                            .or_else(|| cx.built_query(k))
+                    }) {
                         cx.sql_locals.insert(name.clone(), sql);
                     }
                     if !b.strs().is_empty() {

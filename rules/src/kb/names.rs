@@ -604,6 +604,21 @@ pub fn is_time_column(column: &str) -> bool {
     }) || is_expiry_column(column)
 }
 
+/// A time column whose stamp claims a record (`started_at`, `locked_at`, `claimed_at`,
+/// `reserved_at`, `checked_out_at`, `dequeued_at`): set where it was `NULL`, it says the
+/// record is taken. Off a table of work (`outside_work`), the words that also mark a thing
+/// that merely began (`started`, `running`: a game, a meeting) are left out.
+pub fn is_claim_time_column(column: &str, outside_work: bool) -> bool {
+    is_time_column(column)
+        && !is_expiry_column(column)
+        && words(column).any(|w| match w.as_str() {
+            "started" | "running" | "processing" => !outside_work,
+            "locked" | "claimed" | "picked" | "checked" | "dequeued" | "fetched" | "reserved"
+            | "acquired" => true,
+            _ => false,
+        })
+}
+
 /// A time column that says since when a record is held (`started_at`, `processing_started_at`,
 /// `heartbeat_at`, `locked_at`, `updated_at`, a lease's expiry), as opposed to when it is due
 /// (`scheduled_at`, `run_at`, `available_at`): a hand-out filtering on it takes held records

@@ -4,8 +4,9 @@
 
 use super::{Class, Classifier, has, types};
 use crate::apis::{
-    CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, HANDLE_CHAIN_STEPS, HANDLE_STEPS, REDIS_CONNECTION_STEPS,
-    RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS, STATEMENT_FINISH_STEPS, TYPE_WRAPPERS,
+    CHANNEL_FN_WORDS, CONSTRUCTOR_FNS, EXEC_STEPS, HANDLE_CHAIN_STEPS, HANDLE_STEPS,
+    QUERY_BUILDER_BUILD_STEPS, REDIS_CONNECTION_STEPS, RESULT_ADAPTER_STEPS, SQL_APPEND_STEPS,
+    STATEMENT_FINISH_STEPS, TYPE_WRAPPERS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind, Payload};
 use crate::facts::BodyId;
@@ -156,6 +157,27 @@ impl Classifier<'_> {
                     return None;
                 };
                 self.sql_locals.get(local).cloned()
+            }
+            _ => None,
+        }
+    }
+
+    /// The statement of a query built from an sqlx `QueryBuilder` and not run yet (`let query
+    /// = builder.build().bind(now)`): a local holding it runs it later.
+    pub fn built_query(&self, k: u32) -> Option<SqlInfo> {
+        match &self.body.events.get(k as usize)?.kind {
+            crate::ir::EventKind::Call(c)
+                if c.func.is_empty()
+                    && !c
+                        .steps
+                        .iter()
+                        .any(|s| EXEC_STEPS.contains(&s.name.as_str())) =>
+            {
+                let first = c.steps.first()?;
+                if !QUERY_BUILDER_BUILD_STEPS.contains(&first.name.as_str()) {
+                    return None;
+                }
+                first.args.first()?.sql().cloned()
             }
             _ => None,
         }

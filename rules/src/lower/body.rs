@@ -37,6 +37,7 @@ pub fn lower_block(lines: &LineIndex<'_>, block: &Block) -> Lowered {
         discards: Vec::new(),
         step_spans: Vec::new(),
         items: 0,
+        builders: Vec::new(),
     };
     lw.block(block);
     Lowered {
@@ -64,6 +65,9 @@ pub(super) struct BodyLowerer<'a, 'b> {
     pub(super) step_spans: Vec<CallSpans>,
     /// The items declared in the body's blocks, at any depth.
     pub(super) items: u32,
+    /// The SQL text each local holding an sqlx `QueryBuilder` has been given so far, in source
+    /// order (see [`BodyLowerer::builder_steps`]).
+    pub(super) builders: Vec<(Name, String)>,
 }
 
 /// The longest string literal kept (longer ones are text, not keys or names).
@@ -234,6 +238,11 @@ impl BodyLowerer<'_, '_> {
                         self.expr(diverge);
                         self.push(sp, EventKind::Leave);
                     }
+                    if let ([name], Some(text)) = (names.as_slice(), query_builder_text(&init.expr))
+                    {
+                        self.builders.retain(|(n, _)| n != name);
+                        self.builders.push((name.clone(), text));
+                    }
                     // Only a local made by a call can hold a guard or a transaction: only those
                     // get a `Drop` at scope end. A bare literal binding carries nothing.
                     holds = !calls.is_empty();
@@ -346,4 +355,30 @@ pub(super) fn holds_sql_text(e: &Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// The SQL text an sqlx `QueryBuilder` starts with (`QueryBuilder::new("UPDATE jobs SET ..")`,
+/// `QueryBuilder::<Postgres>::new(..)`): the literal, or nothing when the text is not one.
+fn query_builder_text(e: &Expr) -> Option<String> {
+    let Expr::Call(c) = e else { return None };
+    let Expr::Path(p) = &*c.func else { return None };
+    let segs: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let [.., ty, ctor] = segs.as_slice() else {
+        return None;
+    };
+    if ty != "QueryBuilder" || !matches!(ctor.as_str(), "new" | "with_arguments") {
+        return None;
+    }
+    Some(match c.args.first() {
+        Some(Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        })) => s.value(),
+        _ => String::new(),
+    })
 }

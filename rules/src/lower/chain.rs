@@ -180,6 +180,14 @@ impl BodyLowerer<'_, '_> {
                 .last()
                 .is_some_and(|(name, ..)| apis::REDIS_SPAN_STEPS.contains(&name.as_str()))
                 && root_step.is_none();
+        // `builder.push(" WHERE ..").build()` on a local holding an sqlx `QueryBuilder`: its
+        // text so far, as the statement the built query runs.
+        let built = match call.recv.as_slice() {
+            [b] if !self.builders.is_empty() && root_step.is_none() => {
+                self.builder_steps(b, raw.iter().rev().map(|(n, a, ..)| (n, *a)))
+            }
+            _ => None,
+        };
         let mut spans: Vec<StepSpan> = Vec::new();
         if keep_spans {
             spans.extend(root_span);
@@ -209,6 +217,20 @@ impl BodyLowerer<'_, '_> {
                     }),
             )
             .collect();
+        if let Some((i, sql)) = built
+            && let Some(step) = call.steps.get_mut(i)
+        {
+            let arg = Arg {
+                extra: Some(Box::new(ArgExtra {
+                    sql: Some(sql),
+                    ..ArgExtra::default()
+                })),
+                ..Arg::default()
+            };
+            step.args = std::iter::once(arg)
+                .chain(step.args.iter().cloned())
+                .collect();
+        }
         if call.steps.is_empty() || (deferred.is_empty() && is_noise(&call)) {
             return None;
         }
@@ -246,6 +268,43 @@ impl BodyLowerer<'_, '_> {
             self.push(sp, EventKind::Drop { name });
         }
         Some(idx)
+    }
+
+    /// The steps of a call on `builder`, a local holding an sqlx `QueryBuilder`, in source
+    /// order: the text they push is appended to the builder's (a bound value or a text not
+    /// written as a literal stands in as a placeholder), and the first step that builds the
+    /// query gives the statement so far, with its index.
+    fn builder_steps<'e>(
+        &mut self,
+        builder: &Name,
+        steps: impl Iterator<
+            Item = (
+                &'e Name,
+                Option<&'e syn::punctuated::Punctuated<Expr, syn::Token![,]>>,
+            ),
+        >,
+    ) -> Option<(usize, Box<sql::SqlInfo>)> {
+        let at = self.builders.iter().position(|(n, _)| n == builder)?;
+        let text = &mut self.builders[at].1;
+        let mut built = None;
+        for (i, (name, args)) in steps.enumerate() {
+            match name.as_str() {
+                "push" | "push_unseparated" => match args.and_then(|a| a.first()) {
+                    Some(Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(s),
+                        ..
+                    })) => text.push_str(&s.value()),
+                    _ => text.push_str(" x "),
+                },
+                "push_bind" | "push_bind_unseparated" => text.push_str(" ? "),
+                "push_values" => text.push_str(" VALUES (?) "),
+                step if apis::QUERY_BUILDER_BUILD_STEPS.contains(&step) && built.is_none() => {
+                    built = sql::classify(text).map(|q| (i, Box::new(q)));
+                }
+                _ => {}
+            }
+        }
+        built
     }
 
     /// The arguments of one step; `ints` keeps their integer literals (see
@@ -477,16 +536,20 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             {
                 a.eq_cols.push(snake_case(&col));
                 let assigned = (name == "eq").then(|| m.args.first_item()).flatten();
-                a.eq_values.push(assigned.and_then(|v| {
-                    value_text(v, true)
-                        .or_else(|| {
-                            plain_local(v)
-                                .map(|l| Name::from(format!("{}{l}", crate::ir::LOCAL_VALUE)))
-                        })
-                        .or_else(|| {
-                            moves_itself(v, &col).then(|| Name::new(crate::ir::RELATIVE_VALUE))
-                        })
-                }));
+                if name == "is_null" {
+                    a.eq_values.push(Some(Name::new(crate::ir::NULL_VALUE)));
+                } else {
+                    a.eq_values.push(assigned.and_then(|v| {
+                        value_text(v, true)
+                            .or_else(|| {
+                                plain_local(v)
+                                    .map(|l| Name::from(format!("{}{l}", crate::ir::LOCAL_VALUE)))
+                            })
+                            .or_else(|| {
+                                moves_itself(v, &col).then(|| Name::new(crate::ir::RELATIVE_VALUE))
+                            })
+                    }));
+                }
             }
             // A condition builder's `.eq(users::Column::ResetToken, token)`: the column first.
             if apis::COLUMN_TESTS.contains(&name.as_str())

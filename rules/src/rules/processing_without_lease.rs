@@ -7,8 +7,8 @@ use crate::diagnostic::{Applicability, Diagnostic, Edit, Suggestion};
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::EventKind;
 use crate::kb::names::{
-    is_claim_word, is_expiry_column, is_in_progress_value, is_owner_column, is_progress_flag,
-    is_state_column, is_work,
+    is_claim_time_column, is_claim_word, is_expiry_column, is_in_progress_value, is_owner_column,
+    is_progress_flag, is_state_column, is_work,
 };
 use crate::query;
 use crate::redis_calls::{self, Command};
@@ -23,9 +23,19 @@ declare_rule! {
     /// (`lease_expires_at`, `locked_until`, `visible_at`, `vt`, `heartbeat_at`, a TTL) *and* an
     /// owner (`owner`, `worker_id`, `locked_by`, `runner_id`).
     ///
+    /// And a claim by a time stamp: a work record's `started_at` (or any record's `locked_at`,
+    /// `claimed_at`, `reserved_at`, `checked_out_at`, `dequeued_at`) set to the current time
+    /// where the statement's filter, or the subquery that picks the row, requires it to be
+    /// `NULL` (`UPDATE jobs SET started_at = now() WHERE id = $1 AND started_at IS NULL`,
+    /// diesel's `.filter(started_at.is_null()).set(started_at.eq(now))`, the same text pushed
+    /// into sqlx's `QueryBuilder`), when that filter takes no old stamp back (`OR started_at <
+    /// now() - interval '10 minutes'` is a lease of its own).
+    ///
     /// And a Redis claim made with no expiry — `SETNX` (`set_nx`, `cmd("SETNX")`) or `SET ..
     /// NX` with no `EX` / `PX` — whose expiry a later command of the same function sets on the
-    /// same key (`EXPIRE`, `PEXPIRE`).
+    /// same key (`EXPIRE`, `PEXPIRE`), or whose value says the work is under way
+    /// (`BoardState::Initializing`, `"processing"`, `"pending"`) with no expiry set at all: the
+    /// holder moves it on when done, and a holder that dies first leaves it for ever.
     ///
     /// And a Redis reliable-queue claim — an entry moved from a queue into a processing list
     /// (`BRPOPLPUSH`, `RPOPLPUSH`, `LMOVE`, `BLMOVE`, as a command or a method) — when nothing
@@ -140,10 +150,23 @@ declare_rule! {
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     (k.has(EffectKind::Write) || k.has(EffectKind::Claim))
-        && cx
-            .effects()
-            .any_order()
-            .any(|e| claimed(e).is_some() || e.kind == EffectKind::Claim && e.kv || e.list_move())
+        && cx.effects().any_order().any(|e| {
+            claimed(e).or_else(|| stamped(e)).is_some()
+                || e.kind == EffectKind::Claim && e.kv
+                || e.list_move()
+        })
+}
+
+/// A record claimed by a time stamp set where it was `NULL` (`SET started_at = now() WHERE id
+/// = $1 AND started_at IS NULL`, see [`Effect::null_claim`]): on a table of work, or by a
+/// column whose name says it is taken (`locked_at`, `claimed_at`) on any table.
+fn stamped(e: &Effect) -> Option<&Assigned> {
+    if !e.null_claim() || e.delete || e.in_memory || e.kv {
+        return None;
+    }
+    let table = e.table.as_deref()?;
+    let first = e.sets.first()?;
+    is_claim_time_column(&first.column, !is_work(table)).then_some(first)
 }
 
 /// The column a write claims a record with: a state column set to an in-progress value, or a
@@ -169,6 +192,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     expiry_set_later(cx, out);
+    marked_without_expiry(cx, out);
     list_claims(cx, out);
     for w in 0..cx.body.events.len() as u32 {
         for e in cx.effs(w) {
@@ -178,7 +202,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             // A key that expires on its own is its own lease.
-            let Some(claim) = claimed(e).filter(|_| !e.expires) else {
+            let Some(claim) = claimed(e).or_else(|| stamped(e)).filter(|_| !e.expires) else {
                 continue;
             };
             let table = e.table.as_deref().unwrap_or_default();
@@ -338,6 +362,73 @@ fn expiry_set_later(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 
 /// A claim that sets no expiry: `SETNX` / `set_nx`, or `SET .. NX` (`redis::cmd`) with no
 /// `EX`, `PX`, `EXAT`, `PXAT` or `KEEPTTL`.
+/// A Redis key claimed with `SETNX` (or `SET .. NX` with no `EX` / `PX`) and set to a state
+/// that says the work is under way (`InitState::Initializing`, `"processing"`), with no expiry
+/// set on it later in the function (that case is [`expiry_set_later`]'s): the holder moves the
+/// state on when it is done, and a holder that dies first leaves it for ever.
+fn marked_without_expiry(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let n = cx.body.events.len() as u32;
+    for a in 0..n {
+        // A key named for the state (`sync:{id}:state`) is claimed like a column: `check`
+        // reports it.
+        if !cx
+            .effs(a)
+            .any(|e| e.kind == EffectKind::Claim && e.kv && e.via.is_none() && !e.expires)
+            || cx.effs(a).any(|e| claimed(e).is_some())
+        {
+            continue;
+        }
+        let Some(cmd) = redis_calls::command_at(cx, a).filter(claims_without_expiry) else {
+            continue;
+        };
+        let Some(value) = cmd
+            .args
+            .first()
+            .and_then(|v| v.value().or_else(|| v.strs().first()))
+            .filter(|v| under_way(v))
+        else {
+            continue;
+        };
+        let expired_later = (a + 1..n).any(|b| {
+            redis_calls::command_at(cx, b).is_some_and(|x| {
+                matches!(
+                    x.name.as_str(),
+                    "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT"
+                ) && x.same_key(&cmd)
+            })
+        });
+        if expired_later {
+            continue;
+        }
+        let mut d = cx.diag(
+            &RULE,
+            a,
+            format!("a Redis key is claimed as `{value}` with no expiry"),
+        );
+        d.primary_label = Some(format!(
+            "set to `{value}` here, only if absent, with no expiry"
+        ));
+        d.notes.push(format!("the key says the work is under way until its holder moves it on: a holder that dies first leaves it `{value}` for ever, and every later attempt finds it claimed"));
+        d.help = Some("give the claim an expiry in the same command (`SET key value NX PX ms`: `set_options` with `ExistenceCheck::NX` and a `SetExpiry`), and renew it while the work runs; or store the holder with the state so that a stale claim can be recognised and taken over".to_string());
+        out.push(d);
+    }
+}
+
+/// A state value that says work is under way: in progress, or one that is being set up
+/// (`Initializing`, `Starting`, `Pending`).
+fn under_way(value: &str) -> bool {
+    let last = value
+        .rsplit("::")
+        .next()
+        .unwrap_or(value)
+        .to_ascii_lowercase();
+    is_in_progress_value(value)
+        || matches!(
+            last.as_str(),
+            "initializing" | "initialising" | "starting" | "creating" | "pending"
+        )
+}
+
 fn claims_without_expiry(cmd: &Command<'_>) -> bool {
     let flags = || {
         cmd.args
@@ -454,6 +545,7 @@ fn report(
         ),
     );
     d.primary_label = Some(match &claim.value {
+        _ if e.null_claim() => format!("stamps `{}` where it was NULL here", claim.column),
         AssignedValue::Const(v) => format!("sets `{}` to `{v}` here", claim.column),
         _ => format!("sets `{}` here", claim.column),
     });
