@@ -111,7 +111,9 @@ pub(super) fn classify(
             && call.steps.len() <= 3
             && step.args.len() <= 3
             && !step.args.is_empty());
-    if !is_redis {
+    // Every command these methods run names its key: `pool.get()` on a pool of Redis
+    // connections takes a connection, it reads nothing.
+    if !is_redis || step.args.is_empty() {
         return None;
     }
     if REDIS_LIST_MOVE_METHODS.contains(&name) {

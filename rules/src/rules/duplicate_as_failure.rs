@@ -3,6 +3,7 @@
 //! the work is committed — without reading the record that won.
 
 use super::RuleCx;
+use super::check_before_lock::check_then_insert::lookup_then_insert;
 use crate::apis;
 use crate::diagnostic::Diagnostic;
 use crate::effects::{Effect, EffectKind};
@@ -28,6 +29,15 @@ declare_rule! {
     /// sea-orm's `UniqueConstraintViolation` / `RecordNotInserted`, zero rows affected, an
     /// empty `RETURNING`, a `SET NX` that returned false — answers with an error, a 409 or 500,
     /// a "duplicate" error, or a plain success, and reads nothing.
+    ///
+    /// And a request made idempotent by a lookup: the record is looked up by some columns and,
+    /// when found, returned as the answer (not "nothing": not `Ok(false)` or `None`); otherwise
+    /// it is inserted, under a unique key the schema files declare on those columns, and the
+    /// insert's error is passed on as it is. A duplicate that arrives between the first
+    /// request's lookup and its insert is refused by the key and told it failed. A lookup in a
+    /// loop (one writer working through items, or a free random code searched for), one run
+    /// once at startup, and one no request reaches (no caller in the workspace, no route) are
+    /// left alone.
     ///
     /// A record is an idempotency record when its table, entity or key is named like one
     /// (`idempotency_keys`, `idem:{key}`, `message_dedup`, `processed_events`, `inbox`,
@@ -174,6 +184,80 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 out.push(report(cx, c, at, claim, fails));
             }
         }
+    }
+    checked_then_inserted(cx, out);
+}
+
+/// A lookup that answers a duplicate with the record it finds (a branch that leaves with a
+/// success that is not "nothing": not `Ok(false)`, `None`), then the insert of the record under a unique key the schema declares on the
+/// lookup's columns, with the insert's outcome not looked at: a duplicate that arrives while
+/// the first request is between its lookup and its insert is refused by the key, and the
+/// refusal goes back as an error instead of the record.
+fn checked_then_inserted(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
+    let mut startup: Option<bool> = None;
+    for w in 0..cx.body.events.len() as u32 {
+        let Some(p) = lookup_then_insert(cx, w, &|_| false) else {
+            continue;
+        };
+        // In a loop: one writer working through its items in turn (an event loop), or a key
+        // looked up until a free one is found (a random code drawn again): no duplicate of a
+        // request races it.
+        if cx
+            .enclosing_regions(w)
+            .any(|(_, r)| matches!(r, Region::Loop))
+        {
+            continue;
+        }
+        // Run once as the process starts: no request is in flight yet. Called by nothing
+        // of the workspace and routed nowhere: no request reaches it that the lint can see.
+        if *startup.get_or_insert_with(|| {
+            cx.runs_once_at_startup() || !cx.body.routed && cx.krate.call_sites(cx.id).is_empty()
+        }) {
+            continue;
+        }
+        if cx
+            .krate
+            .facts
+            .duplicates_allowed(p.table, &p.read.where_cols)
+            != Some(false)
+        {
+            continue;
+        }
+        let answers_found = cx.following_branches(p.check).iter().any(|&b| {
+            matches!(
+                cx.body.events[b as usize].kind,
+                EventKind::Enter(Region::Branch {
+                    diverges: true,
+                    fails: false,
+                    nothing: false,
+                })
+            )
+        });
+        if !answers_found {
+            continue;
+        }
+        let (table, cols) = (p.table, p.read.where_cols.join(", "));
+        let mut d = cx.diag(
+            &RULE,
+            w,
+            format!("a duplicate that races the lookup of `{table}` fails on its unique key instead of getting the record"),
+        );
+        d.primary_label = Some(
+            "a concurrent duplicate's insert is refused here, and the refusal goes back as an error"
+                .to_string(),
+        );
+        d.labels.push(cx.label(p.read_at, "looked up here"));
+        d.labels.push(cx.label(
+            p.check,
+            "a duplicate found here is answered with the record",
+        ));
+        d.notes.push(format!("two requests with the same ({cols}) both find nothing; the second insert hits the unique key, and its caller is told it failed while the first goes on"));
+        d.notes.extend(cx.chain_notes(p.read));
+        d.notes.extend(cx.chain_notes(p.insert));
+        d.help = Some(format!(
+            "insert with `ON CONFLICT ({cols}) DO NOTHING` and, when nothing was inserted, read the row that won (or catch the unique violation and read it), then answer from its state; `#[staleguard::idempotent(..)]` generates this"
+        ));
+        out.push(d);
     }
 }
 

@@ -10,6 +10,59 @@ use crate::query;
 
 /// The insert at `w`, when a lookup before it decided it and the schema lets the duplicate in.
 pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<Diagnostic> {
+    let pair = lookup_then_insert(cx, w, &|r| reported.contains(r))?;
+    let (r, c, read, insert, table) =
+        (pair.read_at, pair.check, pair.read, pair.insert, pair.table);
+    if cx
+        .krate
+        .facts
+        .duplicates_allowed(table, &key_columns(read, insert))
+        != Some(true)
+    {
+        return None;
+    }
+    reported.first(r);
+    let cols = read.where_cols.join(", ");
+    let mut d = cx.diag(
+        &super::RULE,
+        w,
+        format!("a row of `{table}` is looked up by `{cols}`, then inserted with no lock and no unique key on those columns"),
+    );
+    d.primary_label = Some("inserted here".into());
+    d.labels.push(cx.label(r, "looked up here"));
+    d.labels.push(cx.label(c, "checked here"));
+    d.notes.push(format!(
+        "two concurrent requests both find no row and both insert one: the schema declares no unique key within ({cols}) of `{table}`"
+    ));
+    d.help = Some(format!(
+        "add a unique constraint on ({cols}) and insert with `ON CONFLICT DO NOTHING`, checking the rows affected (or handle the unique violation), or take a lock over the lookup and the insert"
+    ));
+    d.notes.extend(cx.chain_notes(read));
+    d.notes.extend(cx.chain_notes(insert));
+    Some(d)
+}
+
+/// A lookup of a table by some columns, a test of what it found that decides an insert of a
+/// row with those columns, and nothing over the two: no lock, no serializable transaction, no
+/// look at the insert's outcome. Whether the schema refuses the second of two racing inserts is
+/// the caller's question (`check-before-lock` when it lets it in, `duplicate-as-failure` when
+/// the refusal is answered as a failure).
+pub(crate) struct LookupInsert<'a> {
+    pub read_at: u32,
+    /// The test that decides the insert.
+    pub check: u32,
+    pub read: &'a Effect,
+    pub insert: &'a Effect,
+    pub table: &'a str,
+}
+
+/// The lookup and its test that decide the insert at `w` (see [`LookupInsert`]); `skip` leaves
+/// out reads already reported.
+pub(crate) fn lookup_then_insert<'a>(
+    cx: &RuleCx<'a>,
+    w: u32,
+    skip: &dyn Fn(u32) -> bool,
+) -> Option<LookupInsert<'a>> {
     if cx.detached(w) {
         return None;
     }
@@ -23,7 +76,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         return None;
     }
     for r in (0..w).rev() {
-        if cx.detached(r) || reported.contains(r) {
+        if cx.detached(r) || skip(r) {
             continue;
         }
         let Some(read) = cx.effs(r).find(|e| looks_up(e, table)) else {
@@ -41,11 +94,6 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
             || without_lock::many_rows(cx, r)
             || !cx.state(r).locks.is_empty()
             || cx.serializable_together(r, w)
-            || cx
-                .krate
-                .facts
-                .duplicates_allowed(table, &key_columns(read, insert))
-                != Some(true)
         {
             return None;
         }
@@ -59,25 +107,13 @@ pub(super) fn judge(cx: &RuleCx<'_>, w: u32, reported: &mut Reported) -> Option<
         {
             return None;
         }
-        reported.first(r);
-        let cols = read.where_cols.join(", ");
-        let mut d = cx.diag(
-            &super::RULE,
-            w,
-            format!("a row of `{table}` is looked up by `{cols}`, then inserted with no lock and no unique key on those columns"),
-        );
-        d.primary_label = Some("inserted here".into());
-        d.labels.push(cx.label(r, "looked up here"));
-        d.labels.push(cx.label(c, "checked here"));
-        d.notes.push(format!(
-            "two concurrent requests both find no row and both insert one: the schema declares no unique key within ({cols}) of `{table}`"
-        ));
-        d.help = Some(format!(
-            "add a unique constraint on ({cols}) and insert with `ON CONFLICT DO NOTHING`, checking the rows affected (or handle the unique violation), or take a lock over the lookup and the insert"
-        ));
-        d.notes.extend(cx.chain_notes(read));
-        d.notes.extend(cx.chain_notes(insert));
-        return Some(d);
+        return Some(LookupInsert {
+            read_at: r,
+            check: c,
+            read,
+            insert,
+            table,
+        });
     }
     None
 }

@@ -9,7 +9,7 @@
 //! judges, and what the shapes share: does a check look at the read, and does it decide the
 //! write.
 
-mod check_then_insert;
+pub(super) mod check_then_insert;
 mod check_then_set;
 mod count_then_write;
 mod in_transaction;
