@@ -6,7 +6,7 @@ use super::RuleCx;
 use crate::apis::{TIMEOUT_CHECKS, TIMEOUT_FNS, TIMEOUT_VALUES};
 use crate::diagnostic::Diagnostic;
 use crate::effects::{AssignedValue, Effect, EffectKind};
-use crate::ir::{EventKind, Region, Test, TestRole};
+use crate::ir::{EventKind, Test, TestRole};
 use crate::kb::names::{is_compensation, is_failure_value, is_state_column};
 
 declare_rule! {
@@ -30,10 +30,8 @@ declare_rule! {
     /// client's call that creates: octocrab's `create_comment(..)`) handed in a closure to a
     /// retry (a retry library's `retry(..)`, tokio-retry's
     /// `Retry::spawn(..)`, or a crate fn that calls the closure it is given in a loop that
-    /// sleeps between attempts) or retried by a loop written around it in place (a loop that
-    /// tests the result, leaves on success and sleeps before the next round), with no
-    /// idempotency key in the request: after a timeout the same request is made again under a
-    /// new identity.
+    /// sleeps between attempts), with no idempotency key in the request: after a timeout the
+    /// same request is made again under a new identity.
     ///
     /// It stays silent when the timeout leads to an unknown or pending state (`UNKNOWN`,
     /// `pending`, `needs_reconciliation`), to a status query of the remote, or to a retry that
@@ -91,9 +89,8 @@ declare_rule! {
     /// branch is not read as a timeout. Failure values and compensation functions are
     /// recognised by name (`failed`, `declined`, `cancelled`; `refund`, `compensate`,
     /// `revert`). A retry is recognised in a retry library's `retry(..)` / `Retry::spawn(..)` and
-    /// in a crate fn that calls the closure it is handed in a loop that sleeps, and in a loop
-    /// written around the call that leaves on success and sleeps; a retry that counts attempts
-    /// with no sleep, or that re-enqueues the work, is not. A `?` that rolls back a
+    /// in a crate fn that calls the closure it is handed in a loop that sleeps; a loop written
+    /// around the call in place is not. A `?` that rolls back a
     /// transaction open around the call is not read as recording a failure
     /// (`rpc-in-transaction` reports the call inside the transaction); deleting the rows made
     /// before the call, or restoring their old values, is not read as an undo; an e-mail sent
@@ -201,76 +198,6 @@ fn retried_blind(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
             );
             out.push(d);
         }
-    }
-}
-
-/// An HTTP `POST` or `PATCH` retried by a loop written in place: the loop tests the request's
-/// result, leaves on success (a `break` or `return` that is no failure) and sleeps before the
-/// next attempt, with no idempotency key in the request. A request whose answer was lost to a
-/// timeout is made again. A loop that sends a new request each round (a worker posting batch
-/// after batch) has no exit on success and is not taken for a retry.
-fn retried_in_loop(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    let n = cx.body.events.len() as u32;
-    for a in 0..n {
-        if !matches!(
-            cx.body.events[a as usize].kind,
-            EventKind::Enter(Region::Loop)
-        ) {
-            continue;
-        }
-        let b = cx.region_end(a);
-        let Some((r, remote)) = (a + 1..b).find_map(|r| {
-            cx.eff(r, EffectKind::Remote)
-                .filter(|_| !cx.detached(r) && creates_at_remote(cx, r))
-                .map(|e| (r, e))
-        }) else {
-            continue;
-        };
-        // Left on success: a test of the result with a branch that leaves, not failing.
-        let leaves_on_success = crate::query::tests_of(cx.body, r)
-            .into_iter()
-            .filter(|&t| t > r && t < b)
-            .any(|t| {
-                cx.following_branches(t).iter().any(|&br| {
-                    matches!(
-                        cx.body.events[br as usize].kind,
-                        EventKind::Enter(Region::Branch {
-                            diverges: true,
-                            fails: false,
-                            ..
-                        })
-                    )
-                })
-            });
-        // `.send().await?`: an error of the call, a timeout included, leaves the loop; only
-        // an answer it got (a 429, a 503) is tried again.
-        let errors_leave = matches!(&cx.body.events[r as usize].kind,
-            EventKind::Call(c) if c.steps.iter().skip_while(|s| !s.awaited).any(|s| s.tried));
-        let sleeps = (r + 1..b).any(|i| cx.has(i, EffectKind::Sleep));
-        if !leaves_on_success || !sleeps || errors_leave || sends_idempotency_key(cx, a, b) {
-            continue;
-        }
-        let mut d = cx.diag(
-            &RULE,
-            r,
-            "a remote call is retried after any error, a timeout included, with no idempotency key"
-                .to_string(),
-        );
-        d.primary_label = Some(format!(
-            "this call may time out after the remote side acted ({})",
-            remote.what
-        ));
-        d.labels
-            .push(cx.label(a, "this loop makes it again when it fails"));
-        d.notes.push(
-            "a timed-out attempt may have done its work: the next round does it a second time"
-                .to_string(),
-        );
-        d.notes.extend(cx.chain_notes(remote));
-        d.help = Some(
-            "send the same idempotency key with every attempt (an `Idempotency-Key` header, the provider's request id), or retry only errors that say the request was not processed (connection refused, 429 / 503 before processing); a timeout is UNKNOWN: ask the remote side what happened".to_string(),
-        );
-        out.push(d);
     }
 }
 
@@ -396,7 +323,6 @@ enum Path {
 
 fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     retried_blind(cx, out);
-    retried_in_loop(cx, out);
     let mut reported: Vec<u32> = Vec::new();
     // The latest call first: a result made by a second call from the first one's answer
     // (`let done = async { client.execute(req.id).await }.await`) fails with the second's error.
