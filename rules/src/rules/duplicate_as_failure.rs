@@ -194,7 +194,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
 /// the first request is between its lookup and its insert is refused by the key, and the
 /// refusal goes back as an error instead of the record.
 fn checked_then_inserted(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
-    let mut startup: Option<bool> = None;
+    let mut no_request: Option<bool> = None;
     for w in 0..cx.body.events.len() as u32 {
         let Some(p) = lookup_then_insert(cx, w, &|_| false) else {
             continue;
@@ -210,7 +210,7 @@ fn checked_then_inserted(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         }
         // Run once as the process starts: no request is in flight yet. Called by nothing
         // of the workspace and routed nowhere: no request reaches it that the lint can see.
-        if *startup.get_or_insert_with(|| {
+        if *no_request.get_or_insert_with(|| {
             cx.runs_once_at_startup() || !cx.body.routed && cx.krate.call_sites(cx.id).is_empty()
         }) {
             continue;
