@@ -109,6 +109,16 @@ impl AssignedValue {
         }
     }
 
+    /// The current time: SQL's `now()`, or a clock read written in Rust (kept as the constant
+    /// [`crate::ir::NOW_VALUE`] by an ORM's `.eq(Utc::now())`).
+    pub fn is_now(&self) -> bool {
+        match self {
+            AssignedValue::Now => true,
+            AssignedValue::Const(v) => v == crate::ir::NOW_VALUE,
+            _ => false,
+        }
+    }
+
     /// The constant, when the value is one.
     pub fn constant(&self) -> Option<&str> {
         match self {

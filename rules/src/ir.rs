@@ -504,6 +504,10 @@ impl ArgExtra {
 /// gives `=state`): classification turns it into the body's parameter of that name.
 pub const LOCAL_VALUE: &str = "=";
 
+/// The value text of a call that reads the clock (`Utc::now()`, `OffsetDateTime::now_utc()`),
+/// as SQL's `now()`.
+pub const NOW_VALUE: &str = "now()";
+
 /// Marks an [`Arg::eq_values`] entry of a column tested `NULL` (`started_at.is_null()`).
 pub const NULL_VALUE: &str = "is null";
 

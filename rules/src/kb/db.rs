@@ -247,13 +247,8 @@ pub(super) fn classify(
             .filter(|(_, v)| v.as_deref() == Some(NULL_VALUE))
             .map(|(c, _)| c)
             .collect();
-        let now = |v: &AssignedValue| match v {
-            AssignedValue::Now => true,
-            AssignedValue::Const(v) => v == "now()",
-            _ => false,
-        };
         if let Some(k) = e.sets.iter().position(|a| {
-            now(&a.value)
+            a.value.is_now()
                 && nulls.contains(&&a.column)
                 && e.where_cols.iter().filter(|c| **c == a.column).count() == 1
         }) {

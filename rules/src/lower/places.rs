@@ -347,7 +347,7 @@ pub(super) fn value_text(e: &Expr, scalars: bool) -> Option<Name> {
                     if f.path.segments.len() >= 2
                         && f.path.segments.last_item().is_some_and(|s| s.ident == "now" || s.ident == "now_utc")) =>
         {
-            Some(Name::new("now()"))
+            Some(Name::new(crate::ir::NOW_VALUE))
         }
         Expr::Call(c) if c.args.len() == 1 => {
             let Expr::Path(f) = &*c.func else {

@@ -150,11 +150,16 @@ declare_rule! {
 fn applies(cx: &RuleCx<'_>) -> bool {
     let k = cx.kinds();
     (k.has(EffectKind::Write) || k.has(EffectKind::Claim))
-        && cx.effects().any_order().any(|e| {
-            claimed(e).or_else(|| stamped(e)).is_some()
-                || e.kind == EffectKind::Claim && e.kv
-                || e.list_move()
-        })
+        && cx
+            .effects()
+            .any_order()
+            .any(|e| claim_of(e).is_some() || e.kind == EffectKind::Claim && e.kv || e.list_move())
+}
+
+/// The column a write claims a record with: a state or flag ([`claimed`]), or a time stamp
+/// ([`stamped`]).
+fn claim_of(e: &Effect) -> Option<&Assigned> {
+    claimed(e).or_else(|| stamped(e))
 }
 
 /// A record claimed by a time stamp set where it was `NULL` (`SET started_at = now() WHERE id
@@ -202,7 +207,7 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             // A key that expires on its own is its own lease.
-            let Some(claim) = claimed(e).or_else(|| stamped(e)).filter(|_| !e.expires) else {
+            let Some(claim) = claim_of(e).filter(|_| !e.expires) else {
                 continue;
             };
             let table = e.table.as_deref().unwrap_or_default();
@@ -333,11 +338,7 @@ fn expiry_set_later(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(cmd) = redis_calls::command_at(cx, a).filter(claims_without_expiry) else {
             continue;
         };
-        let Some((b, expire)) = (a + 1..n).find_map(|b| {
-            redis_calls::command_at(cx, b)
-                .filter(|x| matches!(x.name.as_str(), "EXPIRE" | "PEXPIRE") && x.same_key(&cmd))
-                .map(|x| (b, x))
-        }) else {
+        let Some((b, expire)) = expiry_after(cx, a, &cmd, &["EXPIRE", "PEXPIRE"]) else {
             continue;
         };
         if cx.detached(a) != cx.detached(b) {
@@ -360,8 +361,21 @@ fn expiry_set_later(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// A claim that sets no expiry: `SETNX` / `set_nx`, or `SET .. NX` (`redis::cmd`) with no
-/// `EX`, `PX`, `EXAT`, `PXAT` or `KEEPTTL`.
+/// The first command after event `a` of the function that sets an expiry (one of `names`) on
+/// the key `cmd` claimed, with its event.
+fn expiry_after<'a>(
+    cx: &RuleCx<'a>,
+    a: u32,
+    cmd: &Command<'_>,
+    names: &[&str],
+) -> Option<(u32, Command<'a>)> {
+    (a + 1..cx.body.events.len() as u32).find_map(|b| {
+        redis_calls::command_at(cx, b)
+            .filter(|x| names.contains(&x.name.as_str()) && x.same_key(cmd))
+            .map(|x| (b, x))
+    })
+}
+
 /// A Redis key claimed with `SETNX` (or `SET .. NX` with no `EX` / `PX`) and set to a state
 /// that says the work is under way (`InitState::Initializing`, `"processing"`), with no expiry
 /// set on it later in the function (that case is [`expiry_set_later`]'s): the holder moves the
@@ -389,15 +403,7 @@ fn marked_without_expiry(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
         else {
             continue;
         };
-        let expired_later = (a + 1..n).any(|b| {
-            redis_calls::command_at(cx, b).is_some_and(|x| {
-                matches!(
-                    x.name.as_str(),
-                    "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT"
-                ) && x.same_key(&cmd)
-            })
-        });
-        if expired_later {
+        if expiry_after(cx, a, &cmd, &["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"]).is_some() {
             continue;
         }
         let mut d = cx.diag(
@@ -429,6 +435,8 @@ fn under_way(value: &str) -> bool {
         )
 }
 
+/// A claim that sets no expiry: `SETNX` / `set_nx`, or `SET .. NX` (`redis::cmd`) with no
+/// `EX`, `PX`, `EXAT`, `PXAT` or `KEEPTTL`.
 fn claims_without_expiry(cmd: &Command<'_>) -> bool {
     let flags = || {
         cmd.args
