@@ -253,6 +253,25 @@ pub(crate) fn messages_of<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a>
     Messages::new(body, seeds, consumer_receipts(krate, id))
 }
 
+/// A route's message locals: those of [`messages_of`], and the parameters the framework fills
+/// from the request's body (`Json(json): Json<Value>`, `body: Bytes`, `web::Form<T>`): what a
+/// route is sent is its message, whatever the parameter is called.
+pub(crate) fn route_messages<'a>(krate: &CrateView<'a>, id: BodyId) -> Messages<'a> {
+    let mut m = messages_of(krate, id);
+    for (n, ty) in krate.body(id).params.iter() {
+        let body = ty.iter().any(|t| {
+            matches!(
+                t.rsplit("::").next().unwrap_or(t),
+                "Json" | "Form" | "Bytes" | "Payload" | "Body"
+            )
+        });
+        if body && n != "self" {
+            m.locals.insert(n.as_str());
+        }
+    }
+    m
+}
+
 /// The locals that hold a handler's message, followed event by event: [`Messages::advance`]
 /// to an event, then ask [`Messages::holds`]. One pass over the body for the whole walk.
 pub(crate) struct Messages<'a> {

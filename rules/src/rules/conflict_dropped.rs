@@ -38,7 +38,11 @@ declare_rule! {
     /// at the body's top level (in a function that takes messages from a subscription in a
     /// loop, or from a broker consumer it is handed, known by its type: rdkafka's
     /// `StreamConsumer`, at the top level of that loop) that writes or calls another service
-    /// is the handling, and the
+    /// is the handling (in a webhook route with no such call at its top level, the first
+    /// awaited call at any depth — an arm of a match over the message's kind, a task the route
+    /// spawns before it answers — that is handed the message or what was decoded from it, a
+    /// parameter the framework fills from the request's body included, and reaches a store or
+    /// another service), and the
     /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
     /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
     /// answer from the error (`(status_for(&e), "rejected")`: the sender is told). The same
@@ -122,11 +126,10 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     let Some(handler) = cx.message_handler() else {
         return;
     };
-    if matches!(
-        handler,
-        Evidence::Routed(_) | Evidence::Consumer | Evidence::Subscribed
-    ) {
-        handling_swallowed(cx, handled, out);
+    match handler {
+        Evidence::Routed(_) => handling_swallowed(cx, handled.or_else(|| handed_message(cx)), out),
+        Evidence::Consumer | Evidence::Subscribed => handling_swallowed(cx, handled, out),
+        _ => {}
     }
     for r in 0..cx.body.events.len() as u32 {
         let Some(e) = lock_attempt(cx, r) else {
@@ -380,6 +383,43 @@ fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
             Some(l) => around.next() == Some(l),
         };
         at_top.then_some((r, work))
+    })
+}
+
+/// In a webhook route with no handling at its top level: the first awaited call, at any depth
+/// (an arm of a match over the decoded message, a task the route spawns), that is handed the
+/// message or what was decoded from it and reaches a store or another service (a lookup too:
+/// its failure ends the handling as surely). The route answers the sender anyway, so that
+/// call's failure decides whether the message is lost.
+fn handed_message<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
+    let mut message = crate::handlers::route_messages(cx.krate, cx.id);
+    (0..cx.body.events.len() as u32).find_map(|r| {
+        let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
+            return None;
+        };
+        if !call.awaited() || query::read_only_request(cx.body, r) {
+            return None;
+        }
+        message.advance(r);
+        let handed = call.recv.first().is_some_and(|n| message.holds(n))
+            || call
+                .all_args()
+                .flat_map(|a| &a.paths)
+                .any(|p| message.holds(p));
+        if !handed {
+            return None;
+        }
+        cx.effs(r).find(|e| {
+            !e.in_memory
+                && !e.attempt
+                && !e.lease
+                && match e.kind {
+                    EffectKind::Write | EffectKind::Claim | EffectKind::Read => true,
+                    EffectKind::Remote => !e.by_name,
+                    _ => false,
+                }
+        })
+        .map(|e| (r, e))
     })
 }
 
