@@ -397,13 +397,23 @@ fn consumer_receipts(krate: &CrateView<'_>, id: BodyId) -> Vec<u32> {
             {
                 return false;
             }
-            match &call.recv[..] {
-                [root] => body.params.iter().any(|(n, ty)| n == root && typed(ty)),
-                [me, field] if me == "self" => body
-                    .self_ty
+            let field_typed = |field: &str| {
+                body.self_ty
                     .as_deref()
                     .and_then(|t| krate.facts.field_type(t, field))
-                    .is_some_and(typed),
+                    .is_some_and(typed)
+            };
+            match &call.recv[..] {
+                // A parameter, or a local the consumer field was moved into (`let consumer =
+                // self.consumer;`, then polled in a task of its own).
+                [root] => {
+                    body.params.iter().any(|(n, ty)| n == root && typed(ty))
+                        || crate::query::binding(body, c, root).is_some_and(|b| {
+                            b.calls.is_empty()
+                                && matches!(&b.deps[..], [d] if d.strip_prefix("self.").is_some_and(|f| !f.contains('.') && field_typed(f)))
+                        })
+                }
+                [me, field] if me == "self" => field_typed(field),
                 _ => false,
             }
         })

@@ -371,6 +371,9 @@ impl Classifier<'_> {
             {
                 Some(Class::Trait(t))
             }
+            // A helper that builds the crate's mail transport (`-> Result<SmtpTransport, E>`):
+            // what it returns sends mail, whatever the local is called.
+            Class::Mail => Some(Class::Mail),
             _ => None,
         }
     }

@@ -122,13 +122,18 @@ fn check(cx: &RuleCx<'_>, out: &mut Vec<Diagnostic>) {
     }
     // The message's handling, found once for both forms that judge it.
     let handled = handling(cx);
-    swallowed_then_consumed(cx, handled, out);
+    let consumed = swallowed_then_consumed(cx, handled, out);
     let Some(handler) = cx.message_handler() else {
         return;
     };
     match handler {
-        Evidence::Routed(_) => handling_swallowed(cx, handled.or_else(|| handed_message(cx)), out),
-        Evidence::Consumer | Evidence::Subscribed => handling_swallowed(cx, handled, out),
+        Evidence::Routed(_) | Evidence::Consumer | Evidence::Subscribed => {
+            // A handling already reported with the ack that follows its failure is one finding.
+            let handling = handled
+                .or_else(|| handed_message(cx))
+                .filter(|(r, _)| !consumed.contains(r));
+            handling_swallowed(cx, handling, out)
+        }
         _ => {}
     }
     for r in 0..cx.body.events.len() as u32 {
@@ -201,13 +206,14 @@ fn drops(cx: &RuleCx<'_>, b: u32) -> bool {
 /// that changes something, a message sent, a crate helper that makes one) fails, the branch
 /// that takes the failure only logs it, and the flow goes on to consume the item it was
 /// working on — a delete of the row it read or claimed, a write of a done state to that table,
-/// an ack of the message. Nobody will do the work again.
+/// an ack of the message. Nobody will do the work again. Returns the work calls reported.
 fn swallowed_then_consumed<'a>(
     cx: &RuleCx<'a>,
     handled: Option<(u32, &'a Effect)>,
     out: &mut Vec<Diagnostic>,
-) {
+) -> Vec<u32> {
     let mut reported: Vec<u32> = Vec::new();
+    let mut works: Vec<u32> = Vec::new();
     // The message's handling, when it is a durable write (`UPDATE orders ..` for a delivery):
     // its failure swallowed and the message then acked loses the message as surely as a failed
     // remote call does. Only the handling: a best-effort write elsewhere (an audit row) is not.
@@ -246,8 +252,10 @@ fn swallowed_then_consumed<'a>(
             continue;
         }
         reported.push(c);
+        works.push(r);
         out.push(report_swallowed(cx, r, b, c, work));
     }
+    works
 }
 
 /// A webhook route or a queue consumer whose handling of the message fails, and the failure

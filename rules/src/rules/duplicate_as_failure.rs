@@ -373,8 +373,12 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
                 return Vec::new();
             }
             match test.pats.first() {
-                Some(p) if p.iter().any(|v| v == "None") => then_else(true),
-                Some(p) if p.iter().any(|v| v == "Some") => then_else(false),
+                Some(p) if p.iter().any(|v| matches!(v.as_str(), "None" | "Nil" | "false")) => {
+                    then_else(true)
+                }
+                Some(p) if p.iter().any(|v| matches!(v.as_str(), "Some" | "true")) => {
+                    then_else(false)
+                }
                 Some(_) => Vec::new(),
                 None => then_else(test.negated),
             }
@@ -409,13 +413,21 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
 /// A test of whether the claim did anything — rows affected, a row returned, the flag a claim
 /// returned — rather than of an error.
 fn absence_test(cx: &RuleCx<'_>, test: &Test) -> bool {
+    // `Ok(false)` / `Ok(None)` / `Ok(Value::Nil)` name the claim's answer inside the `Result`:
+    // still a test of whether it did anything, not of an error.
+    let answer_inside = |p: &[Name]| {
+        p.iter().any(|v| v == "Ok")
+            && p.iter().any(|v| matches!(v.as_str(), "false" | "None" | "Nil" | "0"))
+    };
     let names_result = test
         .values
         .iter()
         .any(|v| matches!(v.as_str(), "Err" | "Ok"))
+        && !answer_inside(&test.values)
         || test
             .pats
             .iter()
+            .filter(|p| !answer_inside(p))
             .flatten()
             .any(|v| matches!(v.as_str(), "Err" | "Ok"));
     let error_check = test.calls.iter().any(|&k| {
