@@ -38,11 +38,12 @@ declare_rule! {
     /// at the body's top level (in a function that takes messages from a subscription in a
     /// loop, or from a broker consumer it is handed, known by its type: rdkafka's
     /// `StreamConsumer`, at the top level of that loop) that writes or calls another service
-    /// is the handling (in a webhook route with no such call at its top level, the first
-    /// awaited call at any depth — an arm of a match over the message's kind, a task the route
-    /// spawns before it answers — that is handed the message or what was decoded from it, a
-    /// parameter the framework fills from the request's body included, and reaches a store or
-    /// another service), and the
+    /// is the handling (with no such call at that level, the first awaited call at any depth —
+    /// an arm of a match over the message or its kind, a task the route spawns before it
+    /// answers — that is handed the message or what was decoded from it, a parameter the
+    /// framework fills from a route's request body included, and reaches a store or another
+    /// service; when its failure is also followed by the ack, the ack's finding below is the
+    /// one), and the
     /// branch that takes its `Err` neither fails (an `Err`, an error status, also built by a
     /// snake-case builder such as `internal_error(..)`) nor records or requeues, nor makes its
     /// answer from the error (`(status_for(&e), "rejected")`: the sender is told). The same
@@ -394,11 +395,11 @@ fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
     })
 }
 
-/// In a webhook route with no handling at its top level: the first awaited call, at any depth
-/// (an arm of a match over the decoded message, a task the route spawns), that is handed the
-/// message or what was decoded from it and reaches a store or another service (a lookup too:
-/// its failure ends the handling as surely). The route answers the sender anyway, so that
-/// call's failure decides whether the message is lost.
+/// In a webhook route or a consumer with no handling at its top level: the first awaited call,
+/// at any depth (an arm of a match over the decoded message, a task the route spawns), that is
+/// handed the message or what was decoded from it and reaches a store or another service (a
+/// lookup too: its failure ends the handling as surely). The handler answers or acks anyway,
+/// so that call's failure decides whether the message is lost.
 fn handed_message<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
     let mut message = crate::handlers::route_messages(cx.krate, cx.id);
     (0..cx.body.events.len() as u32).find_map(|r| {
