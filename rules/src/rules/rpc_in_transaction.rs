@@ -199,8 +199,12 @@ fn only_reads(cx: &RuleCx<'_>, tx: &crate::query::Open) -> bool {
         if !on_tx || handed_on {
             continue;
         }
-        let direct_read = cx.effs(j).all(|e| e.kind == EffectKind::Read && !e.locking)
-            && cx.effs(j).next().is_some();
+        // A helper handed the transaction that reads with it and makes a remote call (a mail
+        // filled from rows, then sent) still only reads the database.
+        let direct_read = cx
+            .effs(j)
+            .all(|e| e.kind == EffectKind::Read && !e.locking || e.kind == EffectKind::Remote)
+            && cx.effs(j).any(|e| e.kind == EffectKind::Read);
         let ends = cx
             .effs(j)
             .any(|e| matches!(e.kind, EffectKind::TxCommit | EffectKind::TxRollback));
