@@ -418,17 +418,18 @@ fn handed_message<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
         if !handed {
             return None;
         }
-        cx.effs(r).find(|e| {
-            !e.in_memory
-                && !e.attempt
-                && !e.lease
-                && match e.kind {
-                    EffectKind::Write | EffectKind::Claim | EffectKind::Read => true,
-                    EffectKind::Remote => !e.by_name,
-                    _ => false,
-                }
-        })
-        .map(|e| (r, e))
+        cx.effs(r)
+            .find(|e| {
+                !e.in_memory
+                    && !e.attempt
+                    && !e.lease
+                    && match e.kind {
+                        EffectKind::Write | EffectKind::Claim | EffectKind::Read => true,
+                        EffectKind::Remote => !e.by_name,
+                        _ => false,
+                    }
+            })
+            .map(|e| (r, e))
     })
 }
 

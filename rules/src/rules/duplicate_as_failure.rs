@@ -373,7 +373,10 @@ fn conflict_branches(cx: &RuleCx<'_>, t: u32, test: &Test, claim: &Effect) -> Ve
                 return Vec::new();
             }
             match test.pats.first() {
-                Some(p) if p.iter().any(|v| matches!(v.as_str(), "None" | "Nil" | "false")) => {
+                Some(p)
+                    if p.iter()
+                        .any(|v| matches!(v.as_str(), "None" | "Nil" | "false")) =>
+                {
                     then_else(true)
                 }
                 Some(p) if p.iter().any(|v| matches!(v.as_str(), "Some" | "true")) => {
@@ -417,7 +420,8 @@ fn absence_test(cx: &RuleCx<'_>, test: &Test) -> bool {
     // still a test of whether it did anything, not of an error.
     let answer_inside = |p: &[Name]| {
         p.iter().any(|v| v == "Ok")
-            && p.iter().any(|v| matches!(v.as_str(), "false" | "None" | "Nil" | "0"))
+            && p.iter()
+                .any(|v| matches!(v.as_str(), "false" | "None" | "Nil" | "0"))
     };
     let names_result = test
         .values
