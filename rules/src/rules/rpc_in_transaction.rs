@@ -24,7 +24,8 @@ declare_rule! {
     /// there. Nor is a transaction whose type says it only reads (redb's `ReadTransaction`, a
     /// `JournalReaderTransaction` snapshot): it has nothing to roll back. Nor is one this
     /// function begins that only reads: every call made on it is a plain `SELECT` (no `FOR
-    /// UPDATE`), made here or in a crate helper that only reads, and nothing writes to a
+    /// UPDATE`), made here or in a crate helper that only reads with it (and may make the
+    /// remote call itself: a mail filled from rows, then sent), and nothing writes to a
     /// database while it is open (a transaction handed to a helper whose work is not known may
     /// write, and is still reported).
     ///
