@@ -240,6 +240,19 @@ pub(super) fn classify(
             break;
         }
     }
+    // `let max = state.settings.read().await.max_pins;`: a field copied out of a temporary
+    // guard, which drops at the end of the statement: a read of the field, no lock held after.
+    if place != lock_place
+        && rest
+            .iter()
+            .all(|r| matches!(*r, "clone" | "to_owned" | "to_string"))
+    {
+        let mut r = Effect::new(EffectKind::Read, format!("reads `{place}`"));
+        r.in_memory = true;
+        r.table = Some(place);
+        r.guard = GuardUse::Temporary;
+        return Some(r);
+    }
     let mut e = Effect::new(
         EffectKind::Lock,
         format!("takes the lock on `{lock_place}`"),

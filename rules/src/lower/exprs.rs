@@ -273,6 +273,12 @@ impl BodyLowerer<'_, '_> {
             Expr::Cast(c) => {
                 self.expr(&c.expr);
             }
+            // `state.settings.read().await.max_pins`: a field copied out of a guard the same
+            // expression takes keeps its place in the chain, so that the guard is known for a
+            // temporary one (dropped at the end of the statement), not a guard held.
+            Expr::Field(f) if matches!(f.member, syn::Member::Named(_)) && takes_guard(&f.base) => {
+                return self.chain(e);
+            }
             Expr::Field(f) => {
                 self.expr(&f.base);
             }
@@ -584,4 +590,20 @@ pub(super) fn expr_diverges(e: &Expr) -> bool {
 
 pub(super) fn macro_diverges(m: &syn::Macro) -> bool {
     apis::DIVERGING_MACROS.contains(&last_segment(&m.path).as_str())
+}
+
+/// Does the expression end by taking a lock guard (`x.read().await`, `m.lock().unwrap()`,
+/// `rw.write()`)?
+fn takes_guard(e: &Expr) -> bool {
+    match e {
+        Expr::Await(a) => takes_guard(&a.base),
+        Expr::Try(t) => takes_guard(&t.expr),
+        Expr::MethodCall(m) if matches!(m.method.to_string().as_str(), "unwrap" | "expect") => {
+            takes_guard(&m.receiver)
+        }
+        Expr::MethodCall(m) => {
+            m.args.is_empty() && apis::GUARD_TAKING_STEPS.contains(&m.method.to_string().as_str())
+        }
+        _ => false,
+    }
 }
