@@ -195,17 +195,6 @@ pub(crate) const DECODE_STEPS: &[&str] = &[
     "ok",
 ];
 
-/// Methods that take a lock's guard (`.read()`, `.write()`, `.lock()`), whose field read in the
-/// same expression (`state.read().await.limit`) goes through a temporary guard.
-pub(crate) const GUARD_TAKING_STEPS: &[&str] = &[
-    "read",
-    "write",
-    "lock",
-    "blocking_read",
-    "blocking_write",
-    "blocking_lock",
-];
-
 /// Steps that acknowledge a message (its end: the broker forgets it): lapin's `ack`, rdkafka's
 /// `commit_message` / `store_offset`, SQS `delete_message`, NATS `ack` (and JetStream's
 /// `ack_with(kind)`, a redelivery when the kind is `Nak`).

@@ -593,7 +593,7 @@ pub(super) fn macro_diverges(m: &syn::Macro) -> bool {
 }
 
 /// Does the expression end by taking a lock guard (`x.read().await`, `m.lock().unwrap()`,
-/// `rw.write()`)?
+/// `rw.write()`: the lock steps `kb::sync` knows)?
 fn takes_guard(e: &Expr) -> bool {
     match e {
         Expr::Await(a) => takes_guard(&a.base),
@@ -602,7 +602,15 @@ fn takes_guard(e: &Expr) -> bool {
             takes_guard(&m.receiver)
         }
         Expr::MethodCall(m) => {
-            m.args.is_empty() && apis::GUARD_TAKING_STEPS.contains(&m.method.to_string().as_str())
+            let name = m.method.to_string();
+            m.args.is_empty()
+                && [
+                    apis::READ_GUARD_STEPS,
+                    apis::WRITE_GUARD_STEPS,
+                    apis::MUTEX_LOCK_STEPS,
+                ]
+                .iter()
+                .any(|steps| steps.contains(&name.as_str()))
         }
         _ => false,
     }
