@@ -199,10 +199,7 @@ pub(crate) fn dispatches(krate: &CrateView<'_>, caller: BodyId, site: u32) -> bo
     let Some(EventKind::Call(call)) = body.events.get(site as usize).map(|e| &e.kind) else {
         return false;
     };
-    let message = message_locals(body, site);
-    call.all_args()
-        .flat_map(|a| &a.paths)
-        .any(|p| message.holds(p))
+    message_locals(body, site).passed_to(call)
 }
 
 /// The locals that hold the message a handler was given, before event `upto`: its message
@@ -319,6 +316,13 @@ impl<'a> Messages<'a> {
     /// Does the dotted place start from a local that holds the message?
     pub fn holds(&self, place: &str) -> bool {
         self.locals.contains(first(place))
+    }
+
+    /// Is the message, or a place of it, among the call's arguments?
+    pub fn passed_to(&self, call: &Call) -> bool {
+        call.all_args()
+            .flat_map(|a| &a.paths)
+            .any(|p| self.holds(p))
     }
 }
 

@@ -247,11 +247,7 @@ pub(super) fn classify(
             .iter()
             .all(|r| matches!(*r, "clone" | "to_owned" | "to_string"))
     {
-        let mut r = Effect::new(EffectKind::Read, format!("reads `{place}`"));
-        r.in_memory = true;
-        r.table = Some(place);
-        r.guard = GuardUse::Temporary;
-        return Some(r);
+        return Some(through_temporary(EffectKind::Read, place, None));
     }
     let mut e = Effect::new(
         EffectKind::Lock,
@@ -261,18 +257,10 @@ pub(super) fn classify(
     if let Some(first) = rest.first() {
         // A temporary guard: the access after it is the effect that matters.
         if GUARDED_WRITES.contains(first) {
-            let mut w = Effect::new(EffectKind::Write, format!("writes `{place}`"));
-            w.in_memory = true;
-            w.table = Some(place);
-            w.guard = GuardUse::Temporary;
-            return Some(w);
+            return Some(through_temporary(EffectKind::Write, place, None));
         }
         if GUARDED_READS.contains(first) || rest.iter().any(|r| GUARDED_READS.contains(r)) {
-            let mut r = Effect::new(EffectKind::Read, format!("reads `{place}`"));
-            r.in_memory = true;
-            r.table = Some(place);
-            r.guard = GuardUse::Temporary;
-            return Some(r);
+            return Some(through_temporary(EffectKind::Read, place, None));
         }
         if !rest.iter().all(|r| LOCK_STEPS.contains(r) || *r == "clone") {
             // A domain method on the guarded value: a read guard reads, a write guard writes.
@@ -294,15 +282,24 @@ pub(super) fn classify(
             } else {
                 return None;
             };
-            let verb = verb(kind);
-            let mut e = Effect::new(kind, format!("{verb} `{place}` (`{}`)", first))
-                .with_table(Some(place));
-            e.in_memory = true;
-            e.guard = GuardUse::Temporary;
-            return Some(e);
+            return Some(through_temporary(kind, place, Some(first)));
         }
     }
     Some(e)
+}
+
+/// A read or a write of `place` through a temporary guard (the lock is taken at the access
+/// itself), by the crate method `method` when one is called on the guarded value.
+fn through_temporary(kind: EffectKind, place: Name, method: Option<&str>) -> Effect {
+    let verb = verb(kind);
+    let what = match method {
+        Some(m) => format!("{verb} `{place}` (`{m}`)"),
+        None => format!("{verb} `{place}`"),
+    };
+    let mut e = Effect::new(kind, what).with_table(Some(place));
+    e.in_memory = true;
+    e.guard = GuardUse::Temporary;
+    e
 }
 
 /// How a read or a write through a guard is described.

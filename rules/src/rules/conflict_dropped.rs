@@ -378,14 +378,7 @@ fn handling<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
             .map(|(e, _)| e)
     });
     (0..cx.body.events.len() as u32).find_map(|r| {
-        let work = cx
-            .effs(r)
-            .filter(|e| !e.attempt && !e.lease)
-            .find(|e| match e.kind {
-                EffectKind::Write | EffectKind::Claim => !e.in_memory,
-                EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
-                _ => false,
-            })?;
+        let work = handles(cx, r, false)?;
         let mut around = cx.enclosing_regions(r).map(|(e, _)| e);
         let at_top = match scope {
             None => around.next().is_none(),
@@ -406,31 +399,30 @@ fn handed_message<'a>(cx: &RuleCx<'a>) -> Option<(u32, &'a Effect)> {
         let EventKind::Call(call) = &cx.body.events[r as usize].kind else {
             return None;
         };
-        if !call.awaited() || query::read_only_request(cx.body, r) {
+        if !call.awaited() {
             return None;
         }
         message.advance(r);
-        let handed = call.recv.first().is_some_and(|n| message.holds(n))
-            || call
-                .all_args()
-                .flat_map(|a| &a.paths)
-                .any(|p| message.holds(p));
+        let handed = call.recv.first().is_some_and(|n| message.holds(n)) || message.passed_to(call);
         if !handed {
             return None;
         }
-        cx.effs(r)
-            .find(|e| {
-                !e.in_memory
-                    && !e.attempt
-                    && !e.lease
-                    && match e.kind {
-                        EffectKind::Write | EffectKind::Claim | EffectKind::Read => true,
-                        EffectKind::Remote => !e.by_name,
-                        _ => false,
-                    }
-            })
-            .map(|e| (r, e))
+        handles(cx, r, true).map(|e| (r, e))
     })
+}
+
+/// The effect of call `r` that makes it the handling of a message: a durable write or claim,
+/// or a call to another service that may change something there (not a lock attempt, a
+/// lease, a client known by its name only, a `GET`); with `lookups`, a durable read too.
+fn handles<'a>(cx: &RuleCx<'a>, r: u32, lookups: bool) -> Option<&'a Effect> {
+    cx.effs(r)
+        .filter(|e| !e.attempt && !e.lease && !e.in_memory)
+        .find(|e| match e.kind {
+            EffectKind::Write | EffectKind::Claim => true,
+            EffectKind::Read => lookups,
+            EffectKind::Remote => !e.by_name && !query::read_only_request(cx.body, r),
+            _ => false,
+        })
 }
 
 /// Does the branch entered at `b` make its answer from the error it took (`(status_for(&e),
