@@ -297,6 +297,18 @@ def main():
                 f"| `{rule}` | {rec} | {cf}/{cn} | {n} | {c['true']} | {c['debatable']} | {c['false']} | "
                 f"{c['untriaged']} | {prec} | {c['false'] / kloc:.2f} |"
             )
+        # Every rule together: recall over all hazards; precision over triaged findings only.
+        found = sum(recall[half, r][0] for r in rules)
+        hazards = sum(recall[half, r][1] for r in rules)
+        flagged = sum(clean[half, r][0] for r in rules)
+        cleans = sum(clean[half, r][1] for r in rules)
+        c = sum((verdict_counts[half, r] for r in rules), collections.Counter())
+        triaged = c["true"] + c["debatable"] + c["false"]
+        prec = f"{c['true'] / triaged:.3f} ({(c['true'] + c['debatable']) / triaged:.3f})" if triaged else "-"
+        print(
+            f"| **all** | {found}/{hazards} | {flagged}/{cleans} | {sum(c.values())} | {c['true']} | {c['debatable']} | "
+            f"{c['false']} | {c['untriaged']} | {prec} of triaged | {c['false'] / kloc:.2f} |"
+        )
     def hidden(half):
         return half != "tuning" and half != args.half
     if args.misses:
