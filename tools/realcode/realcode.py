@@ -66,6 +66,9 @@ def checkout(repo, mirrors, work):
     if os.path.isdir(dest) and os.path.exists(marker):
         return dest
     git_dir = os.path.join(mirrors, repo["repo"], "repo")
+    # Some snapshots come as a clone with a work tree's `.git` rather than a bare repository.
+    if os.path.isdir(os.path.join(git_dir, ".git")):
+        git_dir = os.path.join(git_dir, ".git")
     if not os.path.isdir(git_dir):
         print(f"  {repo['repo']}: no local clone at {git_dir} (fetch it first); skipped")
         return dest if os.path.isdir(dest) else None
