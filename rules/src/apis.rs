@@ -114,12 +114,15 @@ trigger_lists! {
     REDIS_WRITE_METHODS = [
         "del", "unlink", "hdel", "get_del", "getdel", "set", "set_ex", "pset_ex", "hset",
         "hset_multiple", "incr", "decr", "expire", "sadd", "srem", "zadd", "lpush", "rpush",
-        "mset", "set_options",
+        "mset", "set_options", "hincr", "zincr", "zrem", "lrem", "ltrim", "lset", "pexpire",
+        "expire_at", "persist", "getset", "zadd_multiple", "xadd", "zrembyscore",
     ];
     /// `AsyncCommands` / `Commands` methods that read.
     REDIS_READ_METHODS = [
         "get", "exists", "hget", "hgetall", "mget", "sismember", "ttl", "hexists", "lrange",
-        "lindex", "lpop", "rpop",
+        "lindex", "lpop", "rpop", "llen", "scard", "zcard", "hlen", "smembers", "zrange",
+        "zrangebyscore", "zrevrange", "zscore", "zrank", "zcount", "hkeys", "hvals", "hmget",
+        "strlen", "pttl",
     ];
     /// `AsyncCommands` methods that move an entry between lists (see
     /// [`REDIS_LIST_MOVE_COMMANDS`]).
@@ -890,8 +893,39 @@ pub(crate) const SERIALIZABLE_STEPS: &[&str] = &["serializable"];
 /// Redis commands that claim a key atomically (`SET .. NX` is decided by its flag).
 pub(crate) const REDIS_CLAIM_COMMANDS: &[&str] = &["EVAL", "EVALSHA", "SETNX", "HSETNX"];
 pub(crate) const REDIS_WRITE_COMMANDS: &[&str] = &[
-    "DEL", "GETDEL", "UNLINK", "HDEL", "SET", "HSET", "INCR", "DECR", "INCRBY", "EXPIRE", "LPUSH",
-    "RPUSH", "SADD", "SREM", "ZADD", "MSET",
+    "DEL",
+    "GETDEL",
+    "UNLINK",
+    "HDEL",
+    "SET",
+    "HSET",
+    "INCR",
+    "DECR",
+    "INCRBY",
+    "EXPIRE",
+    "LPUSH",
+    "RPUSH",
+    "SADD",
+    "SREM",
+    "ZADD",
+    "MSET",
+    "HINCRBY",
+    "INCRBYFLOAT",
+    "DECRBY",
+    "ZREM",
+    "LREM",
+    "LTRIM",
+    "LSET",
+    "PEXPIRE",
+    "EXPIREAT",
+    "PERSIST",
+    "GETSET",
+    "HMSET",
+    "ZINCRBY",
+    "SETEX",
+    "PSETEX",
+    "XADD",
+    "ZREMRANGEBYSCORE",
 ];
 /// Commands that move an entry from one list to another (`BRPOPLPUSH queue processing 0`): the
 /// reliable-queue claim, whose entry stays in the second list until someone takes it out.
@@ -909,10 +943,32 @@ pub(crate) const REDIS_READ_COMMANDS: &[&str] = &[
     "LINDEX",
     "LPOP",
     "RPOP",
+    "LLEN",
+    "SCARD",
+    "ZCARD",
+    "HLEN",
+    "SMEMBERS",
+    "ZRANGE",
+    "ZRANGEBYSCORE",
+    "ZREVRANGE",
+    "ZSCORE",
+    "ZRANK",
+    "ZCOUNT",
+    "HKEYS",
+    "HVALS",
+    "HMGET",
+    "STRLEN",
+    "PTTL",
 ];
 /// Redis steps whose integer literal arguments lowering keeps (`expire(&key, 300)`,
 /// `.arg(300)`): fixes that move an expiry into the claim need its text.
 pub(crate) const REDIS_INT_ARG_STEPS: &[&str] = &["expire", "pexpire", "arg"];
+/// Commands that count a collection's members (`LLEN jobs:waiting`): a count, as SQL's
+/// `count(*)` is one.
+pub(crate) const REDIS_COUNT_COMMANDS: &[&str] = &["LLEN", "SCARD", "ZCARD", "HLEN", "ZCOUNT"];
+/// Commands that add a member to a collection (`LPUSH`, `SADD`): an insert of one more entry,
+/// not the rewrite of a value.
+pub(crate) const REDIS_ADD_COMMANDS: &[&str] = &["LPUSH", "RPUSH", "SADD", "ZADD"];
 /// Commands and methods that delete.
 pub(crate) const REDIS_DELETE_COMMANDS: &[&str] = &["DEL", "UNLINK", "HDEL", "GETDEL"];
 pub(crate) const REDIS_DELETE_METHODS: &[&str] = &["del", "unlink", "hdel", "get_del", "getdel"];
@@ -935,6 +991,26 @@ pub(crate) const REDIS_CONNECTION_STEPS: &[&str] = &[
     "get_async_connection",
     "get_multiplexed_tokio_connection",
     "get_connection_manager",
+];
+
+// --- MongoDB (a collection's methods) ---
+
+/// Collection methods that read documents.
+pub(crate) const MONGO_READ_METHODS: &[&str] = &["find_one", "distinct"];
+/// Collection methods that count documents.
+pub(crate) const MONGO_COUNT_METHODS: &[&str] = &["count_documents"];
+/// Collection methods that insert documents.
+pub(crate) const MONGO_INSERT_METHODS: &[&str] = &["insert_one", "insert_many"];
+/// Collection methods that delete documents (`find_one_and_delete` hands the one it took).
+pub(crate) const MONGO_DELETE_METHODS: &[&str] =
+    &["delete_one", "delete_many", "find_one_and_delete"];
+/// Collection methods that update documents by a filter.
+pub(crate) const MONGO_UPDATE_METHODS: &[&str] = &[
+    "update_one",
+    "update_many",
+    "replace_one",
+    "find_one_and_update",
+    "find_one_and_replace",
 ];
 
 // --- Remote calls ---
@@ -1016,6 +1092,7 @@ pub(crate) const DATABASE_METHODS: &[&str] = &[
 /// Calls that hand back (a handle to) their receiver: `pool.get()`, `client.clone()`.
 pub(crate) const HANDLE_STEPS: &[&str] = &[
     "get",
+    "get_connection",
     "acquire",
     "get_conn",
     "connect",
@@ -1188,6 +1265,7 @@ pub(crate) const DATABASE_TYPES: &[&str] = &[
     "bb8",
     "r2d2",
     "pooledconnection",
+    "mongodb",
 ];
 pub(crate) const DATABASE_TYPE_NAMES: &[&str] = &[
     "PgPool",

@@ -136,11 +136,12 @@ pub(crate) struct Effect {
     pub table: Option<Name>,
     /// `SELECT .. FOR UPDATE` and ORM equivalents.
     pub locking: bool,
-    /// A read that counts rows (`SELECT count(*) ..`, diesel's and sea-orm's `.count(..)`).
+    /// A read that counts rows or totals a column over them (`SELECT count(*) ..`, `SELECT
+    /// SUM(amount) ..`, diesel's and sea-orm's `.count(..)`).
     pub counts: bool,
     /// Rarer marks, one bit each ([`Effect::ordered`], [`Effect::read_only`],
     /// [`Effect::writes_in_cte`], [`Effect::conflict_sets`], [`Effect::list_move`],
-    /// [`Effect::picked_claim`], [`Effect::null_claim`]).
+    /// [`Effect::picked_claim`], [`Effect::null_claim`], [`Effect::document`]).
     marks: u8,
     /// A write whose filter tests more than the key.
     pub conditional: bool,
@@ -328,6 +329,17 @@ impl Effect {
         self.mark(Self::NULL_CLAIM, on);
     }
 
+    /// An access of a document store's collection (MongoDB): its transactions refuse a write
+    /// to a document another transaction changed since their snapshot (a write conflict, to
+    /// be retried), so a document read and written back in one transaction is not lost.
+    pub fn document(&self) -> bool {
+        self.marks & Self::DOCUMENT != 0
+    }
+
+    pub fn set_document(&mut self, on: bool) {
+        self.mark(Self::DOCUMENT, on);
+    }
+
     pub fn set_ordered(&mut self, on: bool) {
         self.mark(Self::ORDERED, on);
     }
@@ -343,6 +355,7 @@ impl Effect {
     const LIST_MOVE: u8 = 16;
     const PICKED_CLAIM: u8 = 32;
     const NULL_CLAIM: u8 = 64;
+    const DOCUMENT: u8 = 128;
 
     fn mark(&mut self, bit: u8, on: bool) {
         if on {

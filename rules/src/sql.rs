@@ -412,7 +412,7 @@ fn analyse(toks: &[Tok]) -> SqlInfo {
             .map_or(&toks[start..], |end| &toks[start..start + end]);
         info.counts = projection
             .windows(2)
-            .any(|w| w[0].is_kw("count") && matches!(w[1], Tok::Open));
+            .any(|w| (w[0].is_kw("count") || w[0].is_kw("sum")) && matches!(w[1], Tok::Open));
         info.ordered = toks[start..]
             .windows(2)
             .any(|w| w[0].is_kw("order") && w[1].is_kw("by"));

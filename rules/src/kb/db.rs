@@ -603,7 +603,7 @@ fn counts_rows(call: &Call) -> bool {
                 && s.args.iter().flat_map(|a| a.paths.iter()).any(|p| {
                     p.rsplit(['.', ':'])
                         .next()
-                        .is_some_and(|l| l == "count_star")
+                        .is_some_and(|l| matches!(l, "count_star" | "count" | "sum"))
                 })
     })
 }

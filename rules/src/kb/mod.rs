@@ -9,6 +9,7 @@
 
 mod configured;
 pub(crate) mod db;
+mod mongo;
 pub mod names;
 mod net;
 mod redis;
@@ -241,13 +242,20 @@ pub fn classify_body(
                             cx.read_tables.get(root).cloned()
                         })
                     });
-                let from_library = b.calls.is_empty()
+                let from_library = (b.calls.is_empty()
                     && b.ty().is_none()
                     && !b.deps.is_empty()
                     && b.deps.iter().all(|d| {
                         let root = d.split('.').next().unwrap_or(d);
                         cx.library_locals.iter().any(|l| l == root)
-                    });
+                    }))
+                    || match b.calls.as_slice() {
+                        [only] => match &body.events[*only as usize].kind {
+                            EventKind::Call(c) => cx.handle_of_library_value(c),
+                            _ => false,
+                        },
+                        _ => false,
+                    };
                 let now = b.names.len() == 1 && reads_clock(body, b);
                 for name in &b.names {
                     if now {
@@ -421,6 +429,36 @@ pub fn classify_body(
 
 /// Is a parameter's type made of library paths only (`sqlx::Error`, `reqwest::Response`), with
 /// no type of the crate in it (`Json<CreateOrder>` has one)?
+impl Classifier<'_> {
+    /// Is `call` a handle taken from a library's value (`self.client.get_connection()` on a
+    /// field declared `client: redis::Client`, `pool.get()` on a library-typed parameter)? The
+    /// connection it hands back is the library's value too: only an extension trait's method
+    /// runs on it, never the crate's method of the same name (`conn.lpush(..)` inside the
+    /// crate's own `lpush` wrapper is the library's command).
+    fn handle_of_library_value(&self, call: &Call) -> bool {
+        if !call.func.is_empty()
+            || call.steps.is_empty()
+            || !call.steps.iter().all(|s| {
+                crate::apis::HANDLE_STEPS.contains(&s.name.as_str())
+                    || crate::apis::REDIS_CONNECTION_STEPS.contains(&s.name.as_str())
+                    || matches!(s.name.as_str(), "unwrap" | "expect")
+            })
+        {
+            return false;
+        }
+        match call.recv.as_slice() {
+            [local] => self.library_locals.contains(local),
+            place => self.self_place_type(place).is_some_and(|ty| {
+                !ty.is_empty()
+                    && ty.iter().all(|t| {
+                        let parts: Vec<Name> = t.split("::").map(Name::new).collect();
+                        !self.facts.is_crate_path(self.file, &parts)
+                    })
+            }),
+        }
+    }
+}
+
 fn library_typed(facts: &Facts, file: u32, ty: &TypeRef) -> bool {
     !ty.is_empty()
         && ty.iter().all(|t| {
@@ -582,7 +620,13 @@ impl Classifier<'_> {
         }
         let mut effs = Vec::new();
         let resolved = self.facts.resolve_parts(self.file, &call.func);
-        for f in [sync::classify, db::classify, redis::classify, net::classify] {
+        for f in [
+            sync::classify,
+            mongo::classify,
+            db::classify,
+            redis::classify,
+            net::classify,
+        ] {
             if let Some(mut e) = f(self, call, &recv, &resolved) {
                 // `SET reset_token = NULL` / `model.magic_token = Set(None)`: an update that
                 // clears a token column consumes the token stored in that row.

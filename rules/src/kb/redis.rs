@@ -4,10 +4,10 @@
 use super::names::is_token_name;
 use super::{Class, Classifier};
 use crate::apis::{
-    REDIS_CHAIN_STEPS, REDIS_CLAIM_COMMANDS, REDIS_CLAIM_METHODS, REDIS_COMMAND_FNS,
-    REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS, REDIS_LIST_MOVE_COMMANDS, REDIS_LIST_MOVE_METHODS,
-    REDIS_READ_COMMANDS, REDIS_READ_METHODS, REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS,
-    REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
+    REDIS_ADD_COMMANDS, REDIS_CHAIN_STEPS, REDIS_CLAIM_COMMANDS, REDIS_CLAIM_METHODS,
+    REDIS_COMMAND_FNS, REDIS_COUNT_COMMANDS, REDIS_DELETE_COMMANDS, REDIS_DELETE_METHODS,
+    REDIS_LIST_MOVE_COMMANDS, REDIS_LIST_MOVE_METHODS, REDIS_READ_COMMANDS, REDIS_READ_METHODS,
+    REDIS_SCRIPT_STEPS, REDIS_UNTYPED_METHODS, REDIS_WRITE_COMMANDS, REDIS_WRITE_METHODS,
 };
 use crate::effects::{Assigned, AssignedValue, Effect, EffectKind};
 use crate::ir::Call;
@@ -84,6 +84,8 @@ pub(super) fn classify(
         let mut e = Effect::new(eff, format!("runs redis `{}`", names.join(" ")));
         e.kv = true;
         e.delete = names.iter().any(|c| REDIS_DELETE_COMMANDS.contains(c));
+        e.counts = names.iter().any(|c| REDIS_COUNT_COMMANDS.contains(c));
+        e.insert = eff == EffectKind::Write && names.iter().any(|c| REDIS_ADD_COMMANDS.contains(c));
         e.token = token;
         e.table = key;
         if eff == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {
@@ -144,9 +146,12 @@ pub(super) fn classify(
             return None;
         }
     }
-    let mut e = Effect::new(kind, format!("runs redis `{}`", name.to_ascii_uppercase()));
+    let upper = name.to_ascii_uppercase();
+    let mut e = Effect::new(kind, format!("runs redis `{upper}`"));
     e.kv = true;
     e.delete = REDIS_DELETE_METHODS.contains(&name);
+    e.counts = REDIS_COUNT_COMMANDS.contains(&upper.as_str());
+    e.insert = kind == EffectKind::Write && REDIS_ADD_COMMANDS.contains(&upper.as_str());
     e.table = key_of(cx, call, 0);
     e.token = e.table.as_deref().is_some_and(is_token_name);
     if kind == EffectKind::Claim && e.table.as_deref().is_some_and(names_a_lock) {

@@ -580,6 +580,14 @@ pub(super) fn arg_scan(e: &Expr, a: &mut ArgExtra, depth: u32) {
             }
             c.args.each().for_each(|x| arg_scan(x, a, d));
         }
+        // A BSON document (`doc! { "_id": id, "status": "paid" }`): its fields are the filter's
+        // columns, or the update's (`$set.status`).
+        Expr::Macro(m) if last_segment(&m.mac.path) == "doc" => {
+            for (field, value) in macros::doc_fields(&m.mac.tokens) {
+                a.eq_cols.push(field);
+                a.eq_values.push(value);
+            }
+        }
         Expr::Reference(r) => arg_scan(&r.expr, a, d),
         Expr::Paren(p) => arg_scan(&p.expr, a, d),
         Expr::Unary(u) => arg_scan(&u.expr, a, d),

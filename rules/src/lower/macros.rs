@@ -364,3 +364,143 @@ pub fn inline_args(lit: &str, out: &mut Vec<Name>) {
 pub fn names_transaction(name: &str) -> bool {
     name.contains("transaction") || name == "tx" || name.ends_with("_tx") || name.starts_with("tx_")
 }
+
+/// The fields of a BSON document literal (`doc! { "_id": id, "status": "paid" }`), with the
+/// fields of an operator's document joined to it by a dot (`"$set": { "status": "shipped" }` is
+/// `$set.status`), each with its value when that is a literal (`paid`), a path (`Status::Paid`)
+/// or a local (`=id`, see [`crate::ir::LOCAL_VALUE`]). At most 16 fields, 3 documents deep.
+pub fn doc_fields(tokens: &TokenStream) -> Vec<(Name, Option<Name>)> {
+    let mut out = Vec::new();
+    doc_fields_into(tokens, "", &mut out, 0);
+    out
+}
+
+fn doc_fields_into(
+    tokens: &TokenStream,
+    prefix: &str,
+    out: &mut Vec<(Name, Option<Name>)>,
+    depth: u8,
+) {
+    if depth > 3 {
+        return;
+    }
+    let mut field: Vec<TokenTree> = Vec::new();
+    let flush = |field: &mut Vec<TokenTree>, out: &mut Vec<(Name, Option<Name>)>| {
+        let taken = std::mem::take(field);
+        if out.len() >= 16 {
+            return;
+        }
+        let [key, TokenTree::Punct(colon), value @ ..] = taken.as_slice() else {
+            return;
+        };
+        if colon.as_char() != ':' || colon.spacing() == Spacing::Joint {
+            return;
+        }
+        let key = match key {
+            TokenTree::Literal(l) => {
+                match syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into()) {
+                    Ok(s) => s.value(),
+                    Err(_) => return,
+                }
+            }
+            TokenTree::Ident(i) => i.to_string(),
+            _ => return,
+        };
+        let key = format!("{prefix}{key}");
+        match value {
+            [TokenTree::Group(g)] if g.delimiter() == Delimiter::Brace => {
+                doc_fields_into(&g.stream(), &format!("{key}."), out, depth + 1);
+            }
+            _ => out.push((Name::from(key), doc_value(value))),
+        }
+    };
+    for tt in tokens.clone() {
+        match &tt {
+            TokenTree::Punct(p) if p.as_char() == ',' => flush(&mut field, out),
+            _ => field.push(tt),
+        }
+    }
+    flush(&mut field, out);
+}
+
+/// A document field's value as text: a literal, a path's segments joined by `::`, or a local
+/// marked as one.
+fn doc_value(value: &[TokenTree]) -> Option<Name> {
+    match value {
+        [TokenTree::Literal(l)] => Some(
+            match syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into()) {
+                Ok(s) => Name::from(s.value()),
+                Err(_) => Name::from(l.to_string()),
+            },
+        ),
+        [TokenTree::Ident(i)] => {
+            let id = i.to_string();
+            Some(
+                if id == "true" || id == "false" || id.starts_with(char::is_uppercase) {
+                    Name::from(id)
+                } else {
+                    Name::from(format!("{}{id}", crate::ir::LOCAL_VALUE))
+                },
+            )
+        }
+        [TokenTree::Punct(amp), rest @ ..] if amp.as_char() == '&' => doc_value(rest),
+        [TokenTree::Ident(_), ..] => {
+            // `Status::Paid`, `Status::Paid.to_string()`: the path before any call.
+            let mut parts: Vec<String> = Vec::new();
+            let mut it = value.iter().peekable();
+            while let Some(TokenTree::Ident(i)) = it.next() {
+                parts.push(i.to_string());
+                match (it.next(), it.next()) {
+                    (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                        if a.as_char() == ':' && b.as_char() == ':' => {}
+                    _ => break,
+                }
+            }
+            (parts.len() >= 2).then(|| Name::from(parts.join("::")))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::doc_fields;
+
+    fn fields(src: &str) -> Vec<(String, Option<String>)> {
+        let tokens: proc_macro2::TokenStream = src.parse().unwrap();
+        doc_fields(&tokens)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.map(|v| v.to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn bson_documents_give_their_fields() {
+        let own = |k: &str, v: Option<&str>| (k.to_string(), v.map(str::to_string));
+        assert_eq!(
+            fields(r#""_id": id, "status": "paid", "kind": Kind::Card, "n": 3"#),
+            vec![
+                own("_id", Some("=id")),
+                own("status", Some("paid")),
+                own("kind", Some("Kind::Card")),
+                own("n", Some("3")),
+            ]
+        );
+        assert_eq!(
+            fields(r#""$set": { "status": "shipped", "at": now() }, "$inc": { "tries": 1 }"#),
+            vec![
+                own("$set.status", Some("shipped")),
+                own("$set.at", None),
+                own("$inc.tries", Some("1")),
+            ]
+        );
+        // A field compared by an operator, and a key written as an identifier.
+        assert_eq!(
+            fields(r#""balance": { "$gte": &amount }, owner: "me""#),
+            vec![
+                own("balance.$gte", Some("=amount")),
+                own("owner", Some("me"))
+            ]
+        );
+    }
+}

@@ -56,7 +56,10 @@ declare_rule! {
     /// (`kv.get(Cache::Pow, challenge)`). So do tokens kept in
     /// process memory, in a map or cache named for what it holds (`login_codes: DashMap<..>`,
     /// `magic_tokens: Mutex<HashMap<..>>`, `otp_codes: moka::future::Cache<..>`): a `get` is
-    /// the check, and a `remove` / `invalidate` / `take` the consumption.
+    /// the check, and a `remove` / `invalidate` / `take` the consumption. So do tokens kept in
+    /// a MongoDB collection: `find_one` is the check, `delete_one` the consumption (its
+    /// `deleted_count` the rows affected), and `find_one_and_delete` takes the token in one
+    /// step (before the effect, that is the reverse order).
     ///
     /// ### Why is this bad?
     ///

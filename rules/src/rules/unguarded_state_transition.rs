@@ -21,7 +21,8 @@ declare_rule! {
     /// not those left `None`; for a value typed as a model, its fields that are not `Option`s),
     /// sea-orm `col_expr(Column::Status, ..)` or a model whose `status` field is set, a sea-query
     /// builder (`Query::update().table(Orders::Table).value(Orders::Status, ..)`), a Redis
-    /// `HSET job:{id} state ..` — whose filter holds only the record's key:
+    /// `HSET job:{id} state ..`, a MongoDB `update_one(doc! { "_id": id }, doc! { "$set": {
+    /// "status": .. } })` — whose filter holds only the record's key:
     /// no expected current state, no version, generation, owner or lease. A column is a state
     /// column when it is named like one (status, state, stage, phase, step, lifecycle; not a
     /// `state` written with a city, postcode or country: a province) or is assigned an

@@ -23,6 +23,11 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
     if effect.table.is_none() || effect.insert || crate::state_writes::own_new_row(cx, w, effect) {
         return Verdict::Clean;
     }
+    // A document written back in a MongoDB transaction: a concurrent change of it since the
+    // transaction's snapshot makes this write a conflict, not a lost update.
+    if effect.document() {
+        return Verdict::Clean;
+    }
     let wtable = effect.table.as_deref();
     let from = tx.first_event();
     let locked = (from..w).any(|r| {

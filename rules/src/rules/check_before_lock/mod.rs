@@ -47,7 +47,12 @@ declare_rule! {
     /// crate's own upsert (`share.save(db)` running `INSERT .. ON CONFLICT (id) DO UPDATE`) after
     /// the tested field was changed, or when the tested field is a counter another statement of
     /// the crate moves by increments (`SET downloads = downloads + 1`, diesel's
-    /// `downloads.eq(downloads + 1)`): the save writes the old count over them. A sea-orm active model made from the row writes only the
+    /// `downloads.eq(downloads + 1)`): the save writes the old count over them. So is a quantity
+    /// tested against a bound and then moved by its own value with no bound in the write's
+    /// filter (`if balance < amount { return }`, then `SET balance = balance - $1 WHERE id =
+    /// $2`, a MongoDB `$inc`): the change is atomic, the test is stale, and two withdrawals
+    /// both take what only one could. MongoDB collections count as tables here (`find_one`,
+    /// `update_one` with its filter and `$set` documents). A sea-orm active model made from the row writes only the
     /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
     /// provider's answer) is not one computed from the read. And the
     /// check-then-insert: a lookup of a table by some columns, a test of what it found, then an
@@ -64,7 +69,9 @@ declare_rule! {
     /// made, found absent, then upserted by that key: the upsert overwrites where an insert
     /// would refuse). A cache filled on a miss with what a lookup after the miss returned is not
     /// reported, in a key-value store or in memory (`map.insert(k, v)`, an LRU's `put(k, v)`). And the limit check: the rows of a table counted (`SELECT count(*)`, `.count(db)`,
-    /// or a list read whose length is compared), the count compared with a bound (`taken >=
+    /// a total of a column over them, `SELECT SUM(amount)`, a Redis `LLEN` / `SCARD` / `ZCARD`
+    /// of a collection that `LPUSH` / `SADD` / `ZADD` then add to, or a list read whose length
+    /// is compared), the count compared with a bound (`taken >=
     /// seats`, `owners.len() <= 1`), then a row inserted into or deleted from that table with
     /// nothing held over the two: two requests both pass and the cap is crossed, or the last
     /// owner goes. So is a count kept in a table of counts (a name ending in `_count`,

@@ -70,7 +70,14 @@ pub(super) fn unprotected(
         // look: the callback that read `pending` sets `paid` over the `cancelled` written since).
         let from_read = writes_from(cx, w, r);
         let flipped = if from_read { None } else { stale };
-        if !from_read && flipped.is_none() {
+        // Or the write moves a quantity by its own value (`SET balance = balance - $1`) with no
+        // bound in its filter, after a bound test of that quantity as read (`if balance <
+        // amount`): the change itself is atomic, the test is stale. Two withdrawals both see
+        // enough and both take it.
+        let moved = (!from_read && flipped.is_none() && !write.conditional)
+            .then(|| relative_column(write))
+            .flatten();
+        if !from_read && flipped.is_none() && moved.is_none() {
             continue;
         }
         // The test looks at a value read (`balance < amount`, `flight.seats_left == 0`), not
@@ -89,14 +96,14 @@ pub(super) fn unprotected(
                 && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
                     if t.deps.iter().any(|d| derived.contains(query::first(d))))
         };
-        let found = match flipped {
+        let found = match (flipped, moved) {
             // The flip: a test of the very column the write moves (`if payment.status !=
             // Received`, then `SET status = ..`; a test of something else, `if meta.is_partial`,
             // before a refresh that also sets a status column decides no transition), that
             // decides the write (it stops the flow, or the write sits in its branch), and does
             // not only skip a write of the value already there (`if status == 'archived'
             // { return }` before `SET status = 'archived'`).
-            Some(state) => (!super::only_skips_unchanged(cx, r, w))
+            (Some(state), _) => (!super::only_skips_unchanged(cx, r, w))
                 .then(|| {
                     tests.iter().copied().find(|&c| {
                         value_test(c)
@@ -108,13 +115,24 @@ pub(super) fn unprotected(
                 .flatten(),
             // A write that only stamps the time takes nothing from the read but its key: the
             // test must be of the stamp itself (a set-once mark checked, then set).
-            None if plain_stamp(write) => tests.iter().copied().find(|&c| {
+            // The bound test of the quantity the write then moves by its own value.
+            (None, Some(column)) => tests.iter().copied().find(|&c| {
+                value_test(c)
+                    && matches!(&cx.body.events[c as usize].kind, EventKind::Cond(t)
+                    if t.comparison == Comparison::Ordering
+                        && (tested_fields(cx, c).contains(&column)
+                            || t.deps.iter().any(|d| {
+                                query::first(d) == column && derived.contains(column)
+                            })))
+                    && super::decides(cx, c, r, w)
+            }),
+            (None, None) if plain_stamp(write) => tests.iter().copied().find(|&c| {
                 value_test(c)
                     && tested_fields(cx, c)
                         .iter()
                         .any(|f| write.sets.iter().any(|a| a.column == *f))
             }),
-            None => tests
+            (None, None) => tests
                 .iter()
                 .copied()
                 .find(|&c| value_test(c))
@@ -154,24 +172,40 @@ pub(super) fn unprotected(
             return None;
         }
         reported.first(r);
-        let (message, label, help) = if from_read {
+        let (message, label, help) = if let Some(column) = moved {
             (
-                "state read and tested, then written back from the stale value without a lock",
-                "written here from the value read before",
-                "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape",
+                format!(
+                    "`{column}` read and tested against a bound without a lock, then moved by its own value with no bound in the write"
+                ),
+                format!("`{column}` moved here, whatever it has become since the check"),
+                if write.sql.is_some() {
+                    format!(
+                        "carry the bound into the write (`UPDATE .. SET {column} = {column} - $1 WHERE id = $2 AND {column} >= $1`) and check the rows affected, or take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read; `#[staleguard::fenced(..)]` generates this shape"
+                    )
+                } else {
+                    format!(
+                        "carry the bound into the write's filter (`{{ \"_id\": id, \"{column}\": {{ \"$gte\": amount }} }}` for a document, a compare-and-set for a key) and check how many records it changed, or lock the record before it is read; `#[staleguard::fenced(..)]` generates this shape"
+                    )
+                },
+            )
+        } else if from_read {
+            (
+                "state read and tested, then written back from the stale value without a lock".to_string(),
+                "written here from the value read before".to_string(),
+                "take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read, or make the write conditional (`UPDATE .. SET x = x - $1 WHERE id = $2 AND x >= $1`) and check the rows affected; `#[staleguard::fenced(..)]` generates this shape".to_string(),
             )
         } else {
             (
-                "state read and tested without a lock, then moved by key alone",
-                "state set here on the strength of the earlier read",
-                "put the state the check expects into the write's filter (`UPDATE .. SET status = 'refunded' WHERE id = $1 AND status = 'settled'`) and check the rows affected, or take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read; `#[staleguard::fenced(..)]` generates this shape",
+                "state read and tested without a lock, then moved by key alone".to_string(),
+                "state set here on the strength of the earlier read".to_string(),
+                "put the state the check expects into the write's filter (`UPDATE .. SET status = 'refunded' WHERE id = $1 AND status = 'settled'`) and check the rows affected, or take a row lock (`SELECT .. FOR UPDATE` in a transaction) and re-read; `#[staleguard::fenced(..)]` generates this shape".to_string(),
             )
         };
-        let mut d = cx.diag(&super::RULE, w, message.to_string());
-        d.primary_label = Some(label.into());
+        let mut d = cx.diag(&super::RULE, w, message);
+        d.primary_label = Some(label);
         d.labels.push(cx.label(r, "state read here"));
         d.labels.push(cx.label(c, "checked here"));
-        d.help = Some(help.to_string());
+        d.help = Some(help);
         d.notes.extend(cx.chain_notes(read));
         d.notes.extend(cx.chain_notes(write));
         return Some(d);
@@ -187,6 +221,15 @@ fn stale_flip<'e>(cx: &RuleCx<'_>, write: &'e Effect) -> Option<&'e Assigned> {
     (!state_writes::guarded_filter(write, &state.column)
         && !state_writes::only_transition(cx, write, state))
     .then_some(state)
+}
+
+/// The column the write moves by its own value (`SET balance = balance - $1`), when it sets one.
+fn relative_column(write: &Effect) -> Option<&str> {
+    write
+        .sets
+        .iter()
+        .find(|a| matches!(a.value, AssignedValue::Relative))
+        .map(|a| a.column.as_str())
 }
 
 /// Does the write only stamp the current time (`SET ended_at = $2` with the clock's `now`), by
