@@ -155,10 +155,11 @@ fn update_sets(cx: &Classifier<'_>, step: &Step) -> Vec<Assigned> {
 fn collection(cx: &Classifier<'_>, call: &Call, at: usize) -> Option<Name> {
     let before = &call.steps[..at];
     if let Some(s) = before.iter().rev().find(|s| s.name == "collection") {
-        return s
-            .args
-            .first()
-            .and_then(|a| a.strs().first().cloned().or_else(|| a.value().cloned()));
+        let arg = s.args.first()?;
+        if let Some(name) = arg.strs().first() {
+            return Some(name.clone());
+        }
+        return arg.value().and_then(|v| const_collection(cx, v));
     }
     let place = match before.last() {
         Some(s) if s.args.is_empty() && !matches!(s.name.as_str(), "clone" | "as_ref") => {
@@ -178,4 +179,24 @@ fn collection(cx: &Classifier<'_>, call: &Call, at: usize) -> Option<Name> {
         return Some(Name::new(inner.rsplit("::").next().unwrap_or(inner)));
     }
     Some(Name::new(word))
+}
+
+/// The collection a constant names (`collection::<User>(USERS)`): the constant's own name
+/// (`users`), or, for a name that only says it is one (`COLLECTION_NAME`), the module it is
+/// imported from (`use crate::models::user::COLLECTION_NAME` names `user`). Its text is not
+/// looked up: several modules may each declare a `COLLECTION_NAME`.
+fn const_collection(cx: &Classifier<'_>, value: &str) -> Option<Name> {
+    let path = cx.facts.resolve_parts(cx.file, &[Name::new(value)]);
+    let mut segments = path.as_str().rsplit("::");
+    let last = segments.next()?;
+    let generic = last
+        .split('_')
+        .all(|w| matches!(w, "COLLECTION" | "NAME" | "TABLE" | "COLL"));
+    if !generic {
+        return Some(Name::from(last.to_ascii_lowercase()));
+    }
+    segments
+        .next()
+        .filter(|m| !matches!(*m, "crate" | "self" | "super"))
+        .map(Name::new)
 }
