@@ -514,6 +514,8 @@ pub const NULL_VALUE: &str = "is null";
 /// Marks an [`Arg::eq_values`] entry that moves the column by its own value
 /// (`access_count.eq(access_count + 1)`), as SQL's `SET n = n + 1`.
 pub const RELATIVE_VALUE: &str = "+=";
+/// The type of a [`StructLit`] that is a BSON document (`doc! { .. }`), not a struct.
+pub const DOC_LITERAL: &str = "doc!";
 
 impl Arg {
     extra_facts! {

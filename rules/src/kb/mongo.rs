@@ -32,21 +32,19 @@ pub(super) fn classify(
     let filter = step.args.first();
     // A collection's method: on a database handle's value, or awaited with a document for its
     // filter (`users.find_one(doc! { "email": email }).await`); a map's `find_one` is neither.
-    let documented = filter.is_some_and(|a| !a.eq_cols().is_empty());
+    let filter_doc = filter.map(|a| doc_of(cx, a)).unwrap_or_default();
+    let documented = !filter_doc.0.is_empty();
     if !(matches!(recv, Class::Db | Class::DbTx) || documented && call.awaited()) {
         return None;
     }
     let named = collection(cx, call, at);
     let table = named.as_deref().map(crate::kb::db::normalize_table);
-    let where_cols: Vec<Name> = filter
-        .map(|a| {
-            a.eq_cols()
-                .iter()
-                .filter(|c| !c.starts_with('$'))
-                .map(|c| field_column(c))
-                .collect()
-        })
-        .unwrap_or_default();
+    let where_cols: Vec<Name> = filter_doc
+        .0
+        .iter()
+        .filter(|c| !c.starts_with('$'))
+        .map(|c| field_column(c))
+        .collect();
     let (kind, verb) = if MONGO_READ_METHODS.contains(&name) || MONGO_COUNT_METHODS.contains(&name)
     {
         (EffectKind::Read, "reads")
@@ -90,6 +88,23 @@ pub(super) fn classify(
     Some(e)
 }
 
+/// The fields of the document an argument is, with their values: written in place (`doc! {
+/// .. }`), or a local bound to one (`let update = doc! { .. };`).
+fn doc_of(cx: &Classifier<'_>, arg: &crate::ir::Arg) -> (Vec<Name>, Vec<Option<Name>>) {
+    if !arg.eq_cols().is_empty() {
+        return (arg.eq_cols().to_vec(), arg.eq_values().to_vec());
+    }
+    match arg.paths.as_slice() {
+        [local] => cx
+            .lit_locals
+            .get(local)
+            .filter(|l| l.ty == crate::ir::DOC_LITERAL)
+            .map(|l| (l.fields.clone(), l.values.clone()))
+            .unwrap_or_default(),
+        _ => Default::default(),
+    }
+}
+
 fn mongo_method(name: &str) -> bool {
     MONGO_READ_METHODS.contains(&name)
         || MONGO_COUNT_METHODS.contains(&name)
@@ -118,10 +133,10 @@ fn update_sets(cx: &Classifier<'_>, step: &Step) -> Vec<Assigned> {
     let Some(update) = step.args.get(1) else {
         return Vec::new();
     };
-    update
-        .eq_cols()
+    let (fields, values) = doc_of(cx, update);
+    fields
         .iter()
-        .zip(update.eq_values())
+        .zip(values)
         .filter_map(|(field, value)| {
             let (op, rest) = match field.split_once('.') {
                 Some((op, rest)) if op.starts_with('$') => (op, rest),
@@ -131,13 +146,15 @@ fn update_sets(cx: &Classifier<'_>, step: &Step) -> Vec<Assigned> {
             let value = match op {
                 "$set" | "$setOnInsert" => match value.as_deref() {
                     None => AssignedValue::Unknown,
+                    // `null` is SQL's `NULL`: a column cleared.
+                    Some(crate::ir::NULL_VALUE) => AssignedValue::Const(Name::new("null")),
                     Some(v) => match v.strip_prefix(LOCAL_VALUE) {
                         Some(local) => cx.param_value(local),
                         None => AssignedValue::Const(Name::new(v)),
                     },
                 },
                 "$inc" | "$mul" => AssignedValue::Relative,
-                "$unset" => AssignedValue::Const(Name::new(crate::ir::NULL_VALUE)),
+                "$unset" => AssignedValue::Const(Name::new("null")),
                 "$currentDate" => AssignedValue::Now,
                 _ => return None,
             };

@@ -858,14 +858,15 @@ pub fn is_conflict_variant(value: &str) -> bool {
 
 /// A column set to say a one-time thing was used: the time of its use (`used_at`,
 /// `consumed_at`, `exchanged_at`, `redeemed_at`, `spent_at`; not a `last_used_at`, which any
-/// use moves), or such a flag (`used`, `redeemed`) set to `true`.
+/// use moves), or such a flag (`used`, `redeemed`) set to `true` (or `1`, SQLite's and
+/// MySQL's true).
 pub fn is_consumption_mark(column: &str, set_to: Option<&str>) -> bool {
     let words: Vec<String> = words(column).collect();
     let used = |w: &str| matches!(w, "used" | "consumed" | "exchanged" | "redeemed" | "spent");
     match words.as_slice() {
         [.., last, _, _] if last == "last" => false,
         [.., verb, at] if at == "at" => used(verb),
-        [.., flag] => used(flag) && set_to == Some("true"),
+        [.., flag] => used(flag) && matches!(set_to, Some("true" | "1")),
         [] => false,
     }
 }
@@ -873,6 +874,16 @@ pub fn is_consumption_mark(column: &str, set_to: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consumption_marks() {
+        assert!(is_consumption_mark("redeemed_at", None));
+        assert!(is_consumption_mark("used", Some("true")));
+        assert!(is_consumption_mark("used", Some("1")));
+        assert!(!is_consumption_mark("used", Some("0")));
+        assert!(!is_consumption_mark("used", Some("false")));
+        assert!(!is_consumption_mark("last_used_at", None));
+    }
 
     #[test]
     fn failure_values_and_look_alikes() {

@@ -248,7 +248,12 @@ fn class_of_shape(
     {
         return Class::DbTx;
     }
-    if has(&lower, "redis") || REDIS_TYPE_NAMES.contains(&name.as_str()) {
+    // A library's connection type by its bare name (`ConnectionManager`), not the crate's own
+    // type or trait of that name.
+    if has(&lower, "redis")
+        || REDIS_TYPE_NAMES.contains(&name.as_str())
+            && !is_own_type(full, name.as_str(), facts, package)
+    {
         return Class::Redis;
     }
     if has(&lower, "aws_sdk") {

@@ -213,7 +213,7 @@ impl BodyLowerer<'_, '_> {
                             .or_else(|| super::sea_query::statement(&init.expr).map(Box::new))
                     };
                     strs.retain(|s| s.len() <= MAX_STR && sql::classify(s).is_none());
-                    let lit = struct_lit(&init.expr);
+                    let lit = struct_lit(&init.expr).or_else(|| doc_lit(&init.expr));
                     let closure = (matches!(&*init.expr, Expr::Closure(_) | Expr::Async(_))
                         && matches!(
                             self.ev.get(start).map(|e| &e.kind),
@@ -380,5 +380,23 @@ fn query_builder_text(e: &Expr) -> Option<String> {
             ..
         })) => s.value(),
         _ => String::new(),
+    })
+}
+
+/// A BSON document bound to a local (`let update = doc! { "$set": { .. } };`), kept as a literal
+/// of the type `doc!` whose fields are the document's (see [`macros::doc_fields`]): the
+/// collection call it is handed to reads them.
+fn doc_lit(e: &Expr) -> Option<crate::ir::StructLit> {
+    let Expr::Macro(m) = e else { return None };
+    if super::last_segment(&m.mac.path) != "doc" {
+        return None;
+    }
+    let (fields, values) = super::macros::doc_fields(&m.mac.tokens).into_iter().unzip();
+    Some(crate::ir::StructLit {
+        ty: Name::new(crate::ir::DOC_LITERAL),
+        module: None,
+        fields,
+        values,
+        whole: true,
     })
 }

@@ -433,6 +433,7 @@ fn doc_value(value: &[TokenTree]) -> Option<Name> {
                 Err(_) => Name::from(l.to_string()),
             },
         ),
+        [TokenTree::Ident(i)] if i == "null" => Some(Name::new(crate::ir::NULL_VALUE)),
         [TokenTree::Ident(i)] => {
             let id = i.to_string();
             Some(
@@ -456,7 +457,10 @@ fn doc_value(value: &[TokenTree]) -> Option<Name> {
                     _ => break,
                 }
             }
-            (parts.len() >= 2).then(|| Name::from(parts.join("::")))
+            match parts.last().map(String::as_str) {
+                Some("Null") => Some(Name::new(crate::ir::NULL_VALUE)),
+                _ => (parts.len() >= 2).then(|| Name::from(parts.join("::"))),
+            }
         }
         _ => None,
     }
@@ -500,6 +504,14 @@ mod tests {
             vec![
                 own("balance.$gte", Some("=amount")),
                 own("owner", Some("me"))
+            ]
+        );
+        // `null` and `Bson::Null` clear a field.
+        assert_eq!(
+            fields(r#""reset_token": null, "code": Bson::Null"#),
+            vec![
+                own("reset_token", Some("is null")),
+                own("code", Some("is null"))
             ]
         );
     }

@@ -27,7 +27,7 @@ declare_rule! {
     /// column when it is named like one (status, state, stage, phase, step, lifecycle; not a
     /// `state` written with a city, postcode or country: a province) or is assigned an
     /// enum-like value (`'paid'`, `Status::Cancelled`, `"PROCESSING"`), or is the mark of a
-    /// one-time record's use (`used_at`, `exchanged_at`, `redeemed = true`; not a
+    /// one-time record's use (`used_at`, `exchanged_at`, `redeemed = true`, or `= 1`; not a
     /// `last_used_at`): marked by key alone, a second use is not refused. A model read
     /// by the function and saved back whole through the crate's upsert (`session.save(db)` running
     /// `INSERT .. ON CONFLICT (id) DO UPDATE SET state = excluded.state, ..`) is such an update:
