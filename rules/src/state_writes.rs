@@ -188,7 +188,10 @@ pub(crate) fn guarded_filter(e: &Effect, column: &str) -> bool {
     e.where_cols.iter().any(|c| {
         c == column
             || is_state_column(c)
+            // A fencing word in the table's own key (`token_id` of `tokens`) names the row.
             || is_fencing_column(c)
+                && !is_key_column(c, e.table.as_deref())
+                && !crate::kb::names::is_own_key(c, e.table.as_deref())
             || is_time_column(c)
             || is_deletion_marker(c)
             || e.sets.iter().any(|a| a.column == *c) && !is_key_column(c, e.table.as_deref())

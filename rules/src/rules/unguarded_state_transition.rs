@@ -43,7 +43,8 @@ declare_rule! {
     /// the subquery, or the test repeated outside it, is the fix).
     ///
     /// It stays silent when the filter also tests the state (or a version, owner, lease or
-    /// token, a timestamp, that the record is not deleted, or a column the statement also sets:
+    /// token other than the table's own key, `token_id` of `tokens` names the row, a
+    /// timestamp, that the record is not deleted, or a column the statement also sets:
     /// `SET applied_seq = $3 .. WHERE .. AND applied_seq = $4` is a compare-and-set on that
     /// column whatever its name, unless it is the key), when the row was locked (`SELECT .. FOR UPDATE`) earlier in the
     /// same transaction and its state checked after that (in code or in the `SELECT`'s own
