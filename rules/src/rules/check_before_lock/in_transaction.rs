@@ -20,7 +20,13 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
     // A row this body inserted (the write is keyed by what its own insert returned, or by the
     // value it inserted the row with): until the transaction commits no other one can see
     // the row, let alone change it.
-    if effect.table.is_none() || effect.insert || crate::state_writes::own_new_row(cx, w, effect) {
+    // An upsert whose conflict branch writes what the read gave (`INSERT .. ON CONFLICT (id) DO
+    // UPDATE SET count = $2`, `$2` the count read plus one) writes the row back like an `UPDATE`.
+    let upsert = super::upsert_writing_back(effect);
+    if effect.table.is_none()
+        || effect.insert && !upsert
+        || crate::state_writes::own_new_row(cx, w, effect)
+    {
         return Verdict::Clean;
     }
     // A document written back in a MongoDB transaction: a concurrent change of it since the
@@ -57,7 +63,7 @@ pub(super) fn judge(cx: &RuleCx<'_>, write: &Write<'_>, reported: &mut Reported)
         {
             continue;
         }
-        if !cx.state(r).locks.is_empty() {
+        if !cx.state(r).locks.is_empty() || upsert && !super::without_lock::writes_from(cx, w, r) {
             continue;
         }
         if query::tests_of(cx.body, r)

@@ -51,7 +51,9 @@ declare_rule! {
     /// tested against a bound and then moved by its own value with no bound in the write's
     /// filter (`if balance < amount { return }`, then `SET balance = balance - $1 WHERE id =
     /// $2`, a MongoDB `$inc`): the change is atomic, the test is stale, and two withdrawals
-    /// both take what only one could. MongoDB collections count as tables here (`find_one`,
+    /// both take what only one could. So is an upsert whose conflict branch stores what was
+    /// read (`INSERT .. ON CONFLICT (org_id) DO UPDATE SET used = excluded.used`, the value read
+    /// plus one), with or without a transaction around the two. MongoDB collections count as tables here (`find_one`,
     /// `update_one` with its filter and `$set` documents). A sea-orm active model made from the row writes only the
     /// fields set on it, and a value fetched afresh with the row's key (an awaited lookup, a
     /// provider's answer) is not one computed from the read. And the
@@ -317,8 +319,11 @@ fn candidate<'a>(cx: &RuleCx<'a>, w: u32) -> Option<Write<'a>> {
         return None;
     }
     let write = cx.eff(w, EffectKind::Write)?;
-    // A model read here and saved back through the crate's upsert is an update of that row.
-    let insert = write.insert && !crate::state_writes::saves_back(cx, w, write);
+    // A model read here and saved back through the crate's upsert is an update of that row; so
+    // may be any upsert that overwrites columns (judged against the read it writes back).
+    let insert = write.insert
+        && !upsert_writing_back(write)
+        && !crate::state_writes::saves_back(cx, w, write);
     if write.token && write.delete || insert || write.in_memory && write.via.is_some() {
         return None;
     }
@@ -842,4 +847,11 @@ pub(super) fn decides(cx: &RuleCx<'_>, c: u32, r: u32, w: u32) -> bool {
         }
         _ => false,
     }
+}
+
+/// An upsert that overwrites columns of the row that is there (`INSERT .. ON CONFLICT (id) DO
+/// UPDATE SET count = $2`): on a row read earlier it is a write-back, judged like an `UPDATE`
+/// when what it writes comes from that read.
+fn upsert_writing_back(e: &crate::effects::Effect) -> bool {
+    e.insert && e.upsert && !e.sets.is_empty() && !e.in_memory && !e.kv
 }

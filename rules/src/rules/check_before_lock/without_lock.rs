@@ -28,7 +28,8 @@ pub(super) fn unprotected(
     write: &Effect,
     reported: &mut Reported,
 ) -> Option<Diagnostic> {
-    let insert = write.insert && !crate::state_writes::saves_back(cx, w, write);
+    let upsert = super::upsert_writing_back(write);
+    let insert = write.insert && !upsert && !crate::state_writes::saves_back(cx, w, write);
     if write.in_memory || insert || write.delete || write.table.is_none() {
         return None;
     }
@@ -69,6 +70,9 @@ pub(super) fn unprotected(
         // state by key alone after a test of the read decided it (a status flip on a stale
         // look: the callback that read `pending` sets `paid` over the `cancelled` written since).
         let from_read = writes_from(cx, w, r);
+        if upsert && !from_read {
+            continue;
+        }
         let flipped = if from_read { None } else { stale };
         // Or the write moves a quantity by its own value (`SET balance = balance - $1`) with no
         // bound in its filter, after a bound test of that quantity as read (`if balance <
@@ -147,7 +151,9 @@ pub(super) fn unprotected(
         // Or of a counter the crate moves by increments elsewhere (`SET access_count =
         // access_count + 1`): the whole row saved back writes the count read before the test
         // over an increment made since, and the limit it tested is crossed.
+        // (An upsert written here is judged by what it writes: the value came from the read.)
         if write.insert
+            && !(upsert && write.via.is_none())
             && !changes_tested_field(cx, c, w)
             && !counted_elsewhere(cx, wtable, &tested_fields(cx, c))
         {
