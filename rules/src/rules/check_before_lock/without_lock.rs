@@ -153,7 +153,7 @@ pub(super) fn unprotected(
         // over an increment made since, and the limit it tested is crossed.
         // (An upsert written here is judged by what it writes: the value came from the read.)
         if write.insert
-            && !(upsert && write.via.is_none())
+            && (!upsert || write.via.is_some())
             && !changes_tested_field(cx, c, w)
             && !counted_elsewhere(cx, wtable, &tested_fields(cx, c))
         {
