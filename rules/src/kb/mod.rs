@@ -427,8 +427,6 @@ pub fn classify_body(
     out
 }
 
-/// Is a parameter's type made of library paths only (`sqlx::Error`, `reqwest::Response`), with
-/// no type of the crate in it (`Json<CreateOrder>` has one)?
 impl Classifier<'_> {
     /// Is `call` a handle taken from a library's value (`self.client.get_connection()` on a
     /// field declared `client: redis::Client`, `pool.get()` on a library-typed parameter)? The
@@ -459,6 +457,8 @@ impl Classifier<'_> {
     }
 }
 
+/// Is a parameter's type made of library paths only (`sqlx::Error`, `reqwest::Response`), with
+/// no type of the crate in it (`Json<CreateOrder>` has one)?
 fn library_typed(facts: &Facts, file: u32, ty: &TypeRef) -> bool {
     !ty.is_empty()
         && ty.iter().all(|t| {
