@@ -249,13 +249,9 @@ pub fn classify_body(
                         let root = d.split('.').next().unwrap_or(d);
                         cx.library_locals.iter().any(|l| l == root)
                     }))
-                    || match b.calls.as_slice() {
-                        [only] => match &body.events[*only as usize].kind {
-                            EventKind::Call(c) => cx.handle_of_library_value(c),
-                            _ => false,
-                        },
-                        _ => false,
-                    };
+                    || matches!(b.calls.as_slice(), [only]
+                        if matches!(&body.events[*only as usize].kind,
+                            EventKind::Call(c) if cx.handle_of_library_value(c)));
                 let now = b.names.len() == 1 && reads_clock(body, b);
                 for name in &b.names {
                     if now {
@@ -446,12 +442,12 @@ impl Classifier<'_> {
         }
         match call.recv.as_slice() {
             [local] => self.library_locals.contains(local),
+            // Imported from a library (`use redis::Client;` then `client: Client`) counts.
             place => self.self_place_type(place).is_some_and(|ty| {
                 !ty.is_empty()
-                    && ty.iter().all(|t| {
-                        let parts: Vec<Name> = t.split("::").map(Name::new).collect();
-                        !self.facts.is_crate_path(self.file, &parts)
-                    })
+                    && ty
+                        .iter()
+                        .all(|t| names_library_type(self.facts, self.file, t))
             }),
         }
     }
@@ -461,12 +457,16 @@ impl Classifier<'_> {
 /// no type of the crate in it (`Json<CreateOrder>` has one)?
 fn library_typed(facts: &Facts, file: u32, ty: &TypeRef) -> bool {
     !ty.is_empty()
-        && ty.iter().all(|t| {
-            t.contains(':') && {
-                let parts: Vec<Name> = t.split("::").map(Name::new).collect();
-                !facts.is_crate_path(file, &parts)
-            }
-        })
+        && ty
+            .iter()
+            .all(|t| t.contains(':') && names_library_type(facts, file, t))
+}
+
+/// Does the type path `t`, written in `file`, name a library's type (through the file's `use`
+/// aliases), not one of the crate's?
+fn names_library_type(facts: &Facts, file: u32, t: &str) -> bool {
+    let parts: Vec<Name> = t.split("::").map(Name::new).collect();
+    !facts.is_crate_path(file, &parts)
 }
 
 /// The calls among `calls` (those a binding at event `bind` takes its value from) that are not

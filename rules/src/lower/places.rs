@@ -133,13 +133,14 @@ pub(super) fn paths(e: &Expr, out: &mut Vec<Name>, depth: u32) {
         };
         // A module imported under a capitalised alias (`use schema::events::dsl as Events;`,
         // then `Events::events`): the path ends in a lowercase item, not a variant.
+        // (The item's name is read from the place text already built, not allocated again.)
         let aliased_module = || {
             matches!(e, Expr::Path(p) if p.qself.is_none()
             && p.path.segments.len() == 2
-            && p.path.segments.last_item().is_some_and(|seg| {
-                seg.arguments.is_none()
-                    && seg.ident.to_string().starts_with(|c: char| c.is_lowercase())
-            }))
+            && p.path.segments.last_item().is_some_and(|seg| seg.arguments.is_none()))
+                && s.rsplit('.')
+                    .next()
+                    .is_some_and(|item| item.starts_with(|c: char| c.is_lowercase()))
         };
         if (len == 1 || lower_head() || aliased_module()) && !out.contains(&s) {
             out.push(s);

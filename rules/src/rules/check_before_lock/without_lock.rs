@@ -78,9 +78,11 @@ pub(super) fn unprotected(
         // bound in its filter, after a bound test of that quantity as read (`if balance <
         // amount`): the change itself is atomic, the test is stale. Two withdrawals both see
         // enough and both take it.
-        let moved = (!from_read && flipped.is_none() && !write.conditional)
-            .then(|| relative_column(write))
-            .flatten();
+        let moved = if from_read || flipped.is_some() || write.conditional {
+            None
+        } else {
+            relative_column(write)
+        };
         if !from_read && flipped.is_none() && moved.is_none() {
             continue;
         }
